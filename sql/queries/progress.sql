@@ -1,0 +1,16 @@
+-- The monitoring guide's overall progress per domain, for every tenant (or one organization).
+SELECT
+    organization_id,
+    brand_id,
+    domain,
+    countIf(status = 'completed') AS days_done,
+    countIf(status = 'failed')    AS days_failed,
+    sumIf(rows_loaded, status = 'completed') AS total_rows,
+    min(partition_date) AS first_day,
+    max(partition_date) AS last_day,
+    max(updated_at) AS last_activity
+FROM atlas.backfill_log FINAL
+WHERE ({organization_id:String} = '' OR organization_id = {organization_id:String})
+  AND ({brand_id:String} = '' OR brand_id = {brand_id:String})
+GROUP BY organization_id, brand_id, domain
+ORDER BY organization_id, brand_id, domain
