@@ -28,16 +28,23 @@ def _money(rng: random.Random, low: float, high: float) -> Decimal:
 
 
 def _common(tenant: Tenant, event_id: str, event_type: str, ts: dt.datetime, user: str) -> dict:
-    return {"event_id": event_id, "event_type": event_type, "event_timestamp": ts,
-            "organization_id": tenant.organization_id, "brand_id": tenant.brand_id,
-            "user_id": user}
+    return {
+        "event_id": event_id,
+        "event_type": event_type,
+        "event_timestamp": ts,
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "user_id": user,
+    }
 
 
 def _users(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> list[dict]:
     rows = []
     for i in range(n):
         kind = "register" if rng.random() < 0.6 else "update"
-        row = _common(tenant, f"usr-{day:%Y%m%d}-{i}", kind, _stamp(rng, day), f"u{rng.randrange(5000)}")
+        row = _common(
+            tenant, f"usr-{day:%Y%m%d}-{i}", kind, _stamp(rng, day), f"u{rng.randrange(5000)}"
+        )
         row |= {"country": rng.choice(["BR", "BR", "PT", None]), "currency": rng.choice(CURRENCIES)}
         rows.append(row)
     return rows
@@ -47,16 +54,25 @@ def _casino(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> list[di
     rows = []
     for i in range(n):
         ts, user, stake = _stamp(rng, day), f"u{rng.randrange(5000)}", _money(rng, 0.5, 200)
-        base = {"bet_id": f"cb-{day:%Y%m%d}-{i}", "game_id": f"slot-{rng.randrange(40)}",
-                "currency": rng.choice(CURRENCIES)}
-        rows.append(_common(tenant, f"cas-{day:%Y%m%d}-{i}-o", "open", ts, user)
-                    | base | {"amount": stake})
+        base = {
+            "bet_id": f"cb-{day:%Y%m%d}-{i}",
+            "game_id": f"slot-{rng.randrange(40)}",
+            "currency": rng.choice(CURRENCIES),
+        }
+        rows.append(
+            _common(tenant, f"cas-{day:%Y%m%d}-{i}-o", "open", ts, user) | base | {"amount": stake}
+        )
         won = rng.random() < 0.45
-        settle = min(ts + dt.timedelta(seconds=rng.randrange(1, 120)),
-                     dt.datetime.combine(day, dt.time(23, 59, 59, 999000), dt.UTC))
+        settle = min(
+            ts + dt.timedelta(seconds=rng.randrange(1, 120)),
+            dt.datetime.combine(day, dt.time(23, 59, 59, 999000), dt.UTC),
+        )
         payout = (stake * Decimal(rng.choice(["1.5", "2", "3", "10"]))) if won else Decimal("0")
-        rows.append(_common(tenant, f"cas-{day:%Y%m%d}-{i}-s", "win" if won else "lose", settle,
-                            user) | base | {"amount": payout.quantize(Decimal("0.0001"))})
+        rows.append(
+            _common(tenant, f"cas-{day:%Y%m%d}-{i}-s", "win" if won else "lose", settle, user)
+            | base
+            | {"amount": payout.quantize(Decimal("0.0001"))}
+        )
     return rows
 
 
@@ -64,11 +80,17 @@ def _transactions(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> l
     rows = []
     for i in range(n):
         kind = "deposit" if rng.random() < 0.7 else "withdraw"
-        rows.append(_common(tenant, f"trx-{day:%Y%m%d}-{i}", kind, _stamp(rng, day),
-                            f"u{rng.randrange(5000)}")
-                    | {"transaction_id": f"t-{day:%Y%m%d}-{i}", "amount": _money(rng, 10, 1500),
-                       "currency": rng.choice(CURRENCIES),
-                       "payment_method": rng.choice(["pix", "card", "boleto", None])})
+        rows.append(
+            _common(
+                tenant, f"trx-{day:%Y%m%d}-{i}", kind, _stamp(rng, day), f"u{rng.randrange(5000)}"
+            )
+            | {
+                "transaction_id": f"t-{day:%Y%m%d}-{i}",
+                "amount": _money(rng, 10, 1500),
+                "currency": rng.choice(CURRENCIES),
+                "payment_method": rng.choice(["pix", "card", "boleto", None]),
+            }
+        )
     return rows
 
 
@@ -79,29 +101,48 @@ def _sportsbook(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> lis
         odds = round(rng.uniform(1.2, 8.0), 2)
         potential = (stake * Decimal(str(odds))).quantize(Decimal("0.0001"))
         base = {"bet_id": f"sb-{day:%Y%m%d}-{i}", "currency": rng.choice(CURRENCIES)}
-        rows.append(_common(tenant, f"sb-{day:%Y%m%d}-{i}-o", "open", ts, user) | base
-                    | {"amount": stake, "potential_payout": potential, "odds": odds})
+        rows.append(
+            _common(tenant, f"sb-{day:%Y%m%d}-{i}-o", "open", ts, user)
+            | base
+            | {"amount": stake, "potential_payout": potential, "odds": odds}
+        )
         outcome = rng.choices(["win", "lose", "cashout", None], [3, 5, 1, 2])[0]
         if outcome is None:  # still open at the end of the day
             continue
-        amount = {"win": potential, "lose": Decimal("0"),
-                  "cashout": (stake * Decimal("0.8")).quantize(Decimal("0.0001"))}[outcome]
-        settle = min(ts + dt.timedelta(minutes=rng.randrange(1, 180)),
-                     dt.datetime.combine(day, dt.time(23, 59, 59, 999000), dt.UTC))
-        rows.append(_common(tenant, f"sb-{day:%Y%m%d}-{i}-{outcome}", outcome, settle, user)
-                    | base | {"amount": amount, "potential_payout": None, "odds": None})
+        amount = {
+            "win": potential,
+            "lose": Decimal("0"),
+            "cashout": (stake * Decimal("0.8")).quantize(Decimal("0.0001")),
+        }[outcome]
+        settle = min(
+            ts + dt.timedelta(minutes=rng.randrange(1, 180)),
+            dt.datetime.combine(day, dt.time(23, 59, 59, 999000), dt.UTC),
+        )
+        rows.append(
+            _common(tenant, f"sb-{day:%Y%m%d}-{i}-{outcome}", outcome, settle, user)
+            | base
+            | {"amount": amount, "potential_payout": None, "odds": None}
+        )
     return rows
 
 
-GENERATORS = {"user": (_users, 150), "casino": (_casino, 1500),
-              "transactions": (_transactions, 400), "sportsbook": (_sportsbook, 600)}
+GENERATORS = {
+    "user": (_users, 150),
+    "casino": (_casino, 1500),
+    "transactions": (_transactions, 400),
+    "sportsbook": (_sportsbook, 600),
+}
 
 
 def arrow_table(domain: str, rows: list[dict]) -> pa.Table:
-    fields = [pa.field("event_id", pa.string()), pa.field("event_type", pa.string()),
-              pa.field("event_timestamp", pa.timestamp("ms", tz="UTC")),
-              pa.field("organization_id", pa.string()), pa.field("brand_id", pa.string()),
-              pa.field("user_id", pa.string())]
+    fields = [
+        pa.field("event_id", pa.string()),
+        pa.field("event_type", pa.string()),
+        pa.field("event_timestamp", pa.timestamp("ms", tz="UTC")),
+        pa.field("organization_id", pa.string()),
+        pa.field("brand_id", pa.string()),
+        pa.field("user_id", pa.string()),
+    ]
     for column in DOMAINS[domain].extra_columns:
         arrow_type = {"money": MONEY, "double": pa.float64()}.get(column.kind.value, pa.string())
         fields.append(pa.field(column.name, arrow_type))

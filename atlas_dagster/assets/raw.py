@@ -20,7 +20,8 @@ def raw_asset(domain: Domain, tenants: list[Tenant], partitions_def) -> AssetsDe
         pool=INSERT_POOL,
         kinds={"clickhouse", "parquet"},
         description=(
-            f"Historical {domain.name} events ({', '.join(domain.event_types)}) loaded per tenant-day "
+            f"Historical {domain.name} events ({', '.join(domain.event_types)}) loaded "
+            "per tenant-day "
             f"from the Parquet export through atlas.{domain.inbound_table} (Null) and "
             f"atlas.{domain.bridge_view}. Read with FINAL."
         ),

@@ -49,8 +49,11 @@ def _load(args: argparse.Namespace) -> int:
         for asset_def in assets:
             key = f"{day.isoformat()}|{tenant.key}"
             result = materialize(
-                [asset_def], instance=instance, partition_key=key,
-                resources={"clickhouse": ClickHouseResource()}, raise_on_error=False,
+                [asset_def],
+                instance=instance,
+                partition_key=key,
+                resources={"clickhouse": ClickHouseResource()},
+                raise_on_error=False,
             )
             state = "ok" if result.success else "FAILED"
             failed += not result.success
@@ -60,10 +63,22 @@ def _load(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     with ClickHouseResource().session() as client:
-        rows = query_rows(client, sql.query("progress"),
-                          {"organization_id": args.org or "", "brand_id": args.brand or ""})
-    columns = ["organization_id", "brand_id", "domain", "days_done", "days_failed", "total_rows",
-               "first_day", "last_day", "last_activity"]
+        rows = query_rows(
+            client,
+            sql.query("progress"),
+            {"organization_id": args.org or "", "brand_id": args.brand or ""},
+        )
+    columns = [
+        "organization_id",
+        "brand_id",
+        "domain",
+        "days_done",
+        "days_failed",
+        "total_rows",
+        "first_day",
+        "last_day",
+        "last_activity",
+    ]
     table = [columns] + [[str(r[c]) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
     for row in table:
@@ -80,7 +95,9 @@ def parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo-data", help="write the demo tenant's synthetic exports")
     demo.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
     demo.set_defaults(run=_demo_data)
-    load = commands.add_parser("load", help="materialize a tenant's raw days in-process, newest first")
+    load = commands.add_parser(
+        "load", help="materialize a tenant's raw days in-process, newest first"
+    )
     load.add_argument("--org", required=True)
     load.add_argument("--brand", required=True)
     load.add_argument("--domains")

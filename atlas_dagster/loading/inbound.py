@@ -1,4 +1,4 @@
-"""Loads one validated tenant-day: INSERT INTO {domain}_events_inbound SELECT ... FROM s3()/file()."""
+"""Loads one validated tenant-day: INSERT INTO {domain}_events_inbound SELECT ... FROM s3()."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ INSERT_SETTINGS: dict[str, int] = {
     "parallel_view_processing": 1,
     "min_insert_block_size_rows_for_materialized_views": 1_048_576,
     "min_insert_block_size_bytes_for_materialized_views": 268_435_456,
+    # The export layout's organization_id=/brand_id= folders must never stand in for the
+    # columns: the tenant guard has to see what the rows really hold.
+    "use_hive_partitioning": 0,
 }
 
 
@@ -46,7 +49,8 @@ class DayLoad:
 def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
     if domain.name not in tenant.domains:
         raise PartitionOutOfScope(
-            f"tenant {tenant.key} does not list domain {domain.name!r} (it lists {list(tenant.domains)})"
+            f"tenant {tenant.key} does not list domain {domain.name!r} "
+            f"(it lists {list(tenant.domains)})"
         )
     if not tenant.covers(day):
         raise PartitionOutOfScope(
@@ -61,7 +65,8 @@ def _structure(domain: Domain, day_schema: DaySchema) -> str:
             Kind.STRING: "String",
             Kind.TIMESTAMP: "DateTime64(6, 'UTC')",
             Kind.DOUBLE: "Float64",
-            Kind.MONEY: "Float64" if column.name in day_schema.float_money_columns
+            Kind.MONEY: "Float64"
+            if column.name in day_schema.float_money_columns
             else "Decimal(18, 4)",
         }[column.kind]
         return f"Nullable({base})" if column.nullable else base
@@ -105,7 +110,11 @@ def s3_http_url(tenant: Tenant, uri: str) -> str:
 
 
 def insert_statement(
-    tenant: Tenant, domain: Domain, day: dt.date, day_export: DayExport, day_schema: DaySchema,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    day_export: DayExport,
+    day_schema: DaySchema,
     cluster: str | None,
 ) -> tuple[str, dict[str, object]]:
     function, parameters = _source_function(tenant, cluster)
@@ -133,8 +142,11 @@ def insert_statement(
 
 
 def _day_parameters(tenant: Tenant, day: dt.date) -> dict[str, object]:
-    return {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id,
-            "partition_date": day}
+    return {
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "partition_date": day,
+    }
 
 
 def count_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> int:
@@ -144,12 +156,18 @@ def count_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> i
 
 def clear_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> None:
     if count_day(client, domain, tenant, day):
-        client.command(sql.query("delete_day", raw_table=domain.raw_table),
-                       parameters=_day_parameters(tenant, day))
+        client.command(
+            sql.query("delete_day", raw_table=domain.raw_table),
+            parameters=_day_parameters(tenant, day),
+        )
 
 
 def load_day(
-    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date, run_id: str,
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    run_id: str,
 ) -> DayLoad:
     """Validates, then loads one tenant-day; logs running → completed | failed and re-raises."""
     check_scope(tenant, domain, day)
@@ -184,8 +202,16 @@ def load_day(
             _record_failure(client, clickhouse, entry, exc, secrets, domain, tenant)
             raise
         backfill_log.write(client, entry, "completed")
-    return DayLoad(entry.rows_loaded, entry.source_rows, entry.files, entry.bytes, entry.s3_path,
-                   time.monotonic() - started, entry.query_id, entry.attempt)
+    return DayLoad(
+        entry.rows_loaded,
+        entry.source_rows,
+        entry.files,
+        entry.bytes,
+        entry.s3_path,
+        time.monotonic() - started,
+        entry.query_id,
+        entry.attempt,
+    )
 
 
 def failure_message(clickhouse: ClickHouseResource, exc: BaseException, secrets: tuple) -> str:
@@ -193,8 +219,13 @@ def failure_message(clickhouse: ClickHouseResource, exc: BaseException, secrets:
 
 
 def _record_failure(
-    client: Client, clickhouse: ClickHouseResource, entry: backfill_log.LogEntry,
-    exc: BaseException, secrets: tuple, domain: Domain, tenant: Tenant,
+    client: Client,
+    clickhouse: ClickHouseResource,
+    entry: backfill_log.LogEntry,
+    exc: BaseException,
+    secrets: tuple,
+    domain: Domain,
+    tenant: Tenant,
 ) -> None:
     """Leaves no half-written day behind: partial rows are cleared before 'failed' is logged."""
     entry.error_message = failure_message(clickhouse, exc, secrets)

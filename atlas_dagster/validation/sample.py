@@ -68,6 +68,8 @@ def check_sample(
                 f"column {row.column}: {row.check} (found {row.failure_case!r})"
                 for row in failures.itertuples()
             )
-            raise ValidationError(f"{export_file.uri}: sample rows break the contract: {detail}") from exc
+            raise ValidationError(
+                f"{export_file.uri}: sample rows break the contract: {detail}"
+            ) from exc
         sampled += len(frame)
     return sampled

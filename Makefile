@@ -1,0 +1,41 @@
+# atlas-dagster: `make demo` and `make test` do all the set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+
+.PHONY: install demo dev test lint bench clean
+
+$(BIN)/atlas-dagster: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(BIN)/atlas-dagster
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/atlas-dagster demo-data
+	$(BIN)/atlas-dagster init-db
+	$(BIN)/atlas-dagster load --org demo --brand main
+	$(BIN)/atlas-dagster status
+
+dev: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m bench.bench_load
+
+clean:
+	rm -rf .atlas .dagster_home

@@ -1,0 +1,1 @@
+"""Tests for atlas-dagster, against the real embedded ClickHouse engine and a real Dagster instance."""

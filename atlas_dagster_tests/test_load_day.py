@@ -1,0 +1,215 @@
+"""One tenant-day through validation, the inbound Null table and the bridge MV, on real chDB."""
+
+import datetime as dt
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.domains import DOMAINS
+from atlas_dagster.exports.layout import ExportError, day_folder
+from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day
+from atlas_dagster.validation.schema import ValidationError
+from atlas_dagster_tests.conftest import log_row, scalar
+
+DAY = dt.date(2026, 11, 5)
+CASINO = DOMAINS["casino"]
+
+
+def _rows(tenant, domain: str = "casino", day: dt.date = DAY, n: int = 200) -> list[dict]:
+    generate, _ = GENERATORS[domain]
+    return generate(random.Random(f"{tenant.key}-{domain}-{day}"), tenant, day, n)
+
+
+def _raw_count(clickhouse, tenant, domain: str = "casino", day: dt.date = DAY) -> int:
+    return int(
+        scalar(
+            clickhouse,
+            f"SELECT count() FROM atlas.tbt_raw_events_{domain} FINAL WHERE organization_id = "
+            "{o:String} AND brand_id = {b:String} AND event_date = {d:Date}",
+            o=tenant.organization_id,
+            b=tenant.brand_id,
+            d=day,
+        )
+    )
+
+
+def test_loads_every_domain_exactly(clickhouse, make_tenant) -> None:
+    tenant = make_tenant()
+    for name, domain in DOMAINS.items():
+        rows = _rows(tenant, name)
+        write_day(tenant, name, DAY, rows, files=3)
+        loaded = load_day(clickhouse, tenant, domain, DAY, "run-1")
+        assert loaded.rows_loaded == len(rows) == loaded.source_rows
+        assert loaded.files == 3 and loaded.bytes > 0
+        assert _raw_count(clickhouse, tenant, name) == len(rows)
+        entry = log_row(clickhouse, tenant, name, DAY)
+        assert entry["status"] == "completed" and entry["rows_loaded"] == len(rows)
+        assert entry["run_id"] == "run-1" and entry["attempt"] == 1
+        assert entry["s3_path"] == day_folder(tenant, name, DAY)
+
+
+def test_money_and_normalisation_are_exact(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant, n=50)
+    rows[0] |= {"event_type": " OPEN ", "currency": "brl", "amount": Decimal("12.3456")}
+    write_day(tenant, "casino", DAY, rows, files=1)
+    load_day(clickhouse, tenant, CASINO, DAY, "r")
+    total = scalar(
+        clickhouse,
+        "SELECT toString(sum(amount)) FROM atlas.tbt_raw_events_casino "
+        "FINAL WHERE organization_id = {o:String}",
+        o=tenant.organization_id,
+    )
+    assert Decimal(total) == sum(r["amount"] for r in rows)
+    first = scalar(
+        clickhouse,
+        "SELECT concat(event_type, '/', currency) FROM "
+        "atlas.tbt_raw_events_casino FINAL WHERE event_id = {e:String} AND "
+        "organization_id = {o:String}",
+        e=rows[0]["event_id"],
+        o=tenant.organization_id,
+    )
+    assert first == "open/BRL"
+
+
+def test_double_amounts_become_decimal_without_drift(clickhouse, make_tenant, tmp_path) -> None:
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant, n=20)
+    table = arrow_table("casino", rows)
+    doubles = [1.005, 0.1, 0.7, 123.4567] + [float(r["amount"]) for r in rows[4:]]
+    table = table.set_column(
+        table.schema.get_field_index("amount"), "amount", pa.array(doubles, pa.float64())
+    )
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-0.parquet")
+    load_day(clickhouse, tenant, CASINO, DAY, "r")
+    with clickhouse.session() as client:
+        got = client.query(
+            "SELECT event_id, amount FROM atlas.tbt_raw_events_casino FINAL WHERE organization_id"
+            " = {o:String} AND event_id IN {ids:Array(String)} ORDER BY event_id",
+            parameters={"o": tenant.organization_id, "ids": [r["event_id"] for r in rows[:4]]},
+        ).result_rows
+    expected = sorted(
+        zip([r["event_id"] for r in rows[:4]], ["1.005", "0.1", "0.7", "123.4567"], strict=True)
+    )
+    assert [(e, a) for e, a in got] == [(e, Decimal(v)) for e, v in expected]
+
+
+def test_duplicate_event_ids_count_once_and_rerun_is_idempotent(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant)
+    write_day(tenant, "casino", DAY, rows + rows[:10], files=2)
+    older = _rows(tenant, day=DAY - dt.timedelta(days=1))
+    write_day(tenant, "casino", DAY - dt.timedelta(days=1), older)
+    load_day(clickhouse, tenant, CASINO, DAY - dt.timedelta(days=1), "r0")
+    first = load_day(clickhouse, tenant, CASINO, DAY, "r1")
+    second = load_day(clickhouse, tenant, CASINO, DAY, "r2")
+    assert first.rows_loaded == second.rows_loaded == len(rows)
+    assert second.source_rows == len(rows) + 10
+    assert second.attempt == 2
+    # The export is re-delivered smaller: the re-run leaves exactly its rows.
+    write_day(tenant, "casino", DAY, rows[:50], files=1)
+    assert load_day(clickhouse, tenant, CASINO, DAY, "r3").rows_loaded == 50
+    assert _raw_count(clickhouse, tenant) == 50
+    assert _raw_count(clickhouse, tenant, day=DAY - dt.timedelta(days=1)) == len(older)
+
+
+def test_no_files_fails_naming_the_path(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    with pytest.raises(ExportError, match="no Parquet files.*day=05"):
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    entry = log_row(clickhouse, tenant, "casino", DAY)
+    assert entry["status"] == "failed" and "day=05" in entry["error_message"]
+
+
+def test_wrong_type_fails_before_insert_naming_file_column_types(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    table = arrow_table("casino", _rows(tenant, n=20))
+    index = table.schema.get_field_index("amount")
+    table = table.set_column(index, "amount", table.column(index).cast(pa.string()))
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-0.parquet")
+    with pytest.raises(ValidationError) as raised:
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    message = str(raised.value)
+    assert "part-0.parquet" in message and "column amount" in message
+    assert "type string" in message and "decimal" in message
+    assert _raw_count(clickhouse, tenant) == 0
+    assert log_row(clickhouse, tenant, "casino", DAY)["status"] == "failed"
+
+
+def test_missing_column_is_named(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    table = arrow_table("casino", _rows(tenant, n=20)).drop_columns(["game_id"])
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-0.parquet")
+    with pytest.raises(ValidationError, match="part-0.parquet: missing column game_id"):
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_rows_of_another_tenant_refuse_the_whole_day(clickhouse, make_tenant, statistics) -> None:
+    tenant, other = make_tenant(("casino",)), make_tenant(("casino",))
+    rows = _rows(tenant, n=3000)
+    rows[2500]["organization_id"] = other.organization_id  # far beyond the sample
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    pq.write_table(
+        arrow_table("casino", rows),
+        folder / "part-0.parquet",
+        write_statistics=statistics,
+        row_group_size=500,
+    )
+    with pytest.raises(Exception, match="another tenant|partition's tenant"):
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    assert _raw_count(clickhouse, tenant) == 0
+    assert (
+        int(
+            scalar(
+                clickhouse,
+                "SELECT count() FROM atlas.tbt_raw_events_casino WHERE "
+                "organization_id = {o:String}",
+                o=other.organization_id,
+            )
+        )
+        == 0
+    )
+    assert log_row(clickhouse, tenant, "casino", DAY)["status"] == "failed"
+
+
+def test_rows_of_another_day_are_refused(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant, n=100)
+    rows[-1]["event_timestamp"] = dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
+    write_day(tenant, "casino", DAY, rows, files=1)
+    with pytest.raises(ValidationError, match="outside the partition's UTC day"):
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    assert _raw_count(clickhouse, tenant) == 0
+
+
+def test_corrupt_parquet_fails_with_cause(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    (folder / "part-0.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(ExportError, match="corrupt or unreadable Parquet"):
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    assert "corrupt" in log_row(clickhouse, tenant, "casino", DAY)["error_message"]
+
+
+def test_out_of_scope_partitions_fail_at_once_without_log_row(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(("casino",))
+    with pytest.raises(PartitionOutOfScope, match="outside tenant .* window"):
+        load_day(clickhouse, tenant, CASINO, dt.date(2026, 10, 31), "r")
+    with pytest.raises(PartitionOutOfScope, match="does not list domain 'user'"):
+        load_day(clickhouse, tenant, DOMAINS["user"], DAY, "r")
+    assert log_row(clickhouse, tenant, "casino", dt.date(2026, 10, 31)) == {}
+    assert log_row(clickhouse, tenant, "user", DAY) == {}
