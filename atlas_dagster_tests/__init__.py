@@ -1,1 +1,1 @@
-"""Tests for atlas-dagster, against the real embedded ClickHouse engine and a real Dagster instance."""
+"""Tests for atlas-dagster against the real embedded ClickHouse and a real Dagster instance."""

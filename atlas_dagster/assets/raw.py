@@ -29,7 +29,7 @@ def raw_asset(domain: Domain, tenants: list[Tenant], partitions_def) -> AssetsDe
     def _raw(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> MaterializeResult:
         day, tenant_key = split_key(context.partition_key)
         tenant = tenant_by_key(tenants, tenant_key)
-        loaded = load_day(clickhouse, tenant, domain, day, context.run_id)
+        loaded = load_day(clickhouse, tenant, domain, day, context.run.run_id)
         context.log.info(
             f"{domain.raw_table} {tenant.key} {day}: {loaded.rows_loaded} rows from "
             f"{loaded.files} files in {loaded.duration_seconds:.2f}s"
