@@ -12,10 +12,15 @@ from atlas_dagster.secrets import redact
 from atlas_dagster.settings import PROJECT_ROOT
 
 SEED = next((PROJECT_ROOT.parent / "shared" / "seeds").glob("000_*.txt"), None)
+MONITORING = sorted((PROJECT_ROOT / "sql" / "monitoring").glob("*.sql"))
 
 
 def _seed_queries() -> list[str]:
-    return re.findall(r"```sql[^\n]*\n(.*?)```", SEED.read_text(), re.S)
+    """The guide's queries, from sql/monitoring (checked verbatim against the guide if present)."""
+    queries = [p.read_text().split("\n", 1)[1] for p in MONITORING]
+    if SEED is not None:
+        assert queries == re.findall(r"```sql[^\n]*\n(.*?)```", SEED.read_text(), re.S)
+    return queries
 
 
 def test_seed_queries_run_unchanged(clickhouse, make_tenant, capsys) -> None:
