@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 
 import yaml
-from dagster import DagsterInstance, instance_for_test, materialize
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    ExecuteInProcessResult,
+    instance_for_test,
+    materialize,
+)
 
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.demo_data import GENERATORS, write_day
@@ -28,18 +34,23 @@ def _write(tenant, domain: str, day: dt.date = DAY) -> int:
     return len(rows)
 
 
+def _materialize_casino(clickhouse, tenant, instance, **options) -> ExecuteInProcessResult:
+    assets = raw_assets([tenant], partitions_for([tenant]))
+    casino = next(a for a in assets if a.key.to_user_string() == "tbt_raw_events_casino")
+    return materialize(
+        [casino],
+        instance=instance,
+        resources={"clickhouse": clickhouse},
+        partition_key=f"{DAY}|{tenant.key}",
+        **options,
+    )
+
+
 def test_partition_materializes_with_metadata(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
     expected = _write(tenant, "casino")
-    assets = raw_assets([tenant], partitions_for([tenant]))
-    casino = next(a for a in assets if a.key.to_user_string() == "tbt_raw_events_casino")
     with instance_for_test() as instance:
-        result = materialize(
-            [casino],
-            instance=instance,
-            resources={"clickhouse": clickhouse},
-            partition_key=f"{DAY}|{tenant.key}",
-        )
+        result = _materialize_casino(clickhouse, tenant, instance)
         assert result.success
         [event] = result.asset_materializations_for_node("tbt_raw_events_casino")
         metadata = {k: v.value for k, v in event.metadata.items()}
@@ -51,16 +62,8 @@ def test_partition_materializes_with_metadata(clickhouse, make_tenant) -> None:
 
 def test_failed_day_marks_the_partition_failed(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
-    assets = raw_assets([tenant], partitions_for([tenant]))
-    casino = next(a for a in assets if a.key.to_user_string() == "tbt_raw_events_casino")
     with instance_for_test() as instance:
-        result = materialize(
-            [casino],
-            instance=instance,
-            resources={"clickhouse": clickhouse},
-            partition_key=f"{DAY}|{tenant.key}",
-            raise_on_error=False,
-        )
+        result = _materialize_casino(clickhouse, tenant, instance, raise_on_error=False)
         assert not result.success
     entry = log_row(clickhouse, tenant, "casino", DAY)
     assert entry["status"] == "failed" and "no Parquet files" in entry["error_message"]
@@ -120,8 +123,6 @@ def test_dagster_cli_materializes_a_partition_in_its_own_process(tmp_path: Path)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert re.search(r"RUN_SUCCESS", completed.stderr + completed.stdout)
     with DagsterInstance.from_config(str(home)) as instance:
-        records = instance.get_latest_materialization_event(
-            __import__("dagster").AssetKey("tbt_raw_events_casino")
-        )
+        records = instance.get_latest_materialization_event(AssetKey("tbt_raw_events_casino"))
         assert records is not None
     assert log_row(ClickHouseResource(dsn=dsn), tenant, "casino", DAY)["rows_loaded"] == expected
