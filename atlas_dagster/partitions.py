@@ -1,8 +1,10 @@
-"""The date|tenant partitions shared by every raw asset, derived from the tenants file."""
+"""The date|tenant partitions shared by every raw and gold asset, derived from the tenants file."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from dagster import (
     DailyPartitionsDefinition,
@@ -12,6 +14,18 @@ from dagster import (
 )
 
 from atlas_dagster.tenants import Tenant
+
+
+@dataclass(frozen=True, order=True)
+class TenantDay:
+    """One partition: a tenant's UTC day."""
+
+    partition_date: dt.date
+    tenant_key: str
+
+    @property
+    def partition_key(self) -> str:
+        return f"{self.partition_date.isoformat()}|{self.tenant_key}"
 
 
 def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:
@@ -29,3 +43,9 @@ def split_key(partition_key: MultiPartitionKey | str) -> tuple[dt.date, str]:
     """'2026-11-30|acme.main' → (date, tenant key)."""
     day, _, tenant = str(partition_key).partition("|")
     return dt.date.fromisoformat(day), tenant
+
+
+def tenant_days_newest_first(partition_keys: Iterable[MultiPartitionKey | str]) -> list[TenantDay]:
+    """The partitions of a run (one key or a range), newest day first, then by tenant."""
+    days = [TenantDay(*split_key(key)) for key in partition_keys]
+    return sorted(days, key=lambda d: (-d.partition_date.toordinal(), d.tenant_key))
