@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from pathlib import Path
 from string import Template
@@ -23,6 +24,15 @@ def query(name: str, **identifiers: str) -> str:
 
 def schema_files() -> list[Path]:
     return sorted((SQL_DIR / "schema").glob("*.sql"))
+
+
+@cache
+def schema_digest() -> str:
+    """A digest of every schema file, recorded in atlas.schema_version when they are applied."""
+    digest = hashlib.sha256()
+    for path in schema_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def statements(path: Path) -> list[str]:

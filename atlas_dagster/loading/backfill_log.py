@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 from clickhouse_connect.driver.client import Client
 
@@ -12,6 +16,22 @@ from atlas_dagster import sql
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def process_start_ticks(pid: int) -> str:
+    """The kernel's start time of a process (field 22 of /proc/pid/stat): tells pid reuse apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces; the fields after its closing ')' do not.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+@cache
+def current_worker() -> str:
+    """'hostname:pid:start-ticks' of this process, written with every 'running' row."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start_ticks(os.getpid())}"
 
 
 @dataclass
@@ -25,11 +45,13 @@ class LogEntry:
     status: str = "running"
     rows_loaded: int = 0
     source_rows: int = 0
+    duplicate_rows: int = 0
     files: int = 0
     bytes: int = 0
     error_message: str = ""
     s3_path: str = ""
     query_id: str = ""
+    worker: str = field(default_factory=current_worker)
     started_at: dt.datetime = field(default_factory=_now)
     updated_at: dt.datetime = field(default_factory=_now)
 

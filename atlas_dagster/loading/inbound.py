@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clickhouse_connect.driver.client import Client
 
@@ -36,16 +37,40 @@ class PartitionOutOfScope(ValueError):
     """The partition is outside the tenant's window or domains: refused with no log row."""
 
 
+class LoadMismatchError(RuntimeError):
+    """The raw table does not hold the export's distinct events after the INSERT."""
+
+
+class LoadCanceled(RuntimeError):
+    """The Dagster run was canceled while the day was loading; its partial rows were cleared."""
+
+
 @dataclass(frozen=True)
 class DayLoad:
     rows_loaded: int
     source_rows: int
+    duplicate_rows: int
     files: int
     bytes: int
     s3_path: str
     duration_seconds: float
+    insert_seconds: float
     query_id: str
     attempt: int
+
+
+@dataclass
+class PreparedDay:
+    """A validated tenant-day, ready for its INSERT."""
+
+    tenant: Tenant
+    domain: Domain
+    day: dt.date
+    day_export: DayExport
+    day_schema: DaySchema
+    secrets: tuple[str, ...]
+    prepared_at: float = field(default_factory=time.monotonic)
+    query_id: str = field(default_factory=lambda: f"atlas-{uuid.uuid4()}")
 
 
 def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
@@ -111,27 +136,32 @@ def s3_http_url(tenant: Tenant, uri: str) -> str:
     return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
 
 
-def insert_statement(
-    tenant: Tenant,
-    domain: Domain,
-    day: dt.date,
-    day_export: DayExport,
-    day_schema: DaySchema,
-    cluster: str | None,
+def _source(
+    tenant: Tenant, day_export: DayExport, structure: str, cluster: str | None
 ) -> tuple[str, dict[str, object]]:
+    """The table function reading exactly the day's validated files, and its bound parameters."""
     function, parameters = _source_function(tenant, cluster)
     glob = _glob(day_export)
+    if tenant.is_s3:
+        return function, {
+            **parameters,
+            "structure": structure,
+            "source_url": s3_http_url(tenant, glob),
+        }
+    return function, {**parameters, "structure": structure, "source_path": glob[len("file://") :]}
+
+
+def insert_statement(prepared: PreparedDay, cluster: str | None) -> tuple[str, dict[str, object]]:
+    tenant, domain, day_schema = prepared.tenant, prepared.domain, prepared.day_schema
+    function, parameters = _source(
+        tenant, prepared.day_export, _structure(domain, day_schema), cluster
+    )
     parameters |= {
-        "structure": _structure(domain, day_schema),
         "organization_id": tenant.organization_id,
         "brand_id": tenant.brand_id,
-        "partition_date": day,
+        "partition_date": prepared.day,
         "event_types": list(domain.event_types),
     }
-    if tenant.is_s3:
-        parameters["source_url"] = s3_http_url(tenant, glob)
-    else:
-        parameters["source_path"] = glob[len("file://") :]
     statement = sql.query(
         "load_day",
         inbound_table=domain.inbound_table,
@@ -164,18 +194,24 @@ def clear_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> N
         )
 
 
-def load_day(
-    clickhouse: ClickHouseResource,
-    tenant: Tenant,
-    domain: Domain,
-    day: dt.date,
-    run_id: str,
-) -> DayLoad:
-    """Validates, then loads one tenant-day; logs running → completed | failed and re-raises."""
+def duplicate_rows(client: Client, prepared: PreparedDay, cluster: str | None) -> tuple[int, int]:
+    """(rows, distinct event_ids) of the day's export, counted inside ClickHouse."""
+    function, parameters = _source(
+        prepared.tenant, prepared.day_export, "event_id Nullable(String)", cluster
+    )
+    result = client.query(
+        sql.query("count_export", source_function=function), parameters=parameters
+    )
+    export_rows, export_events = result.result_rows[0]
+    return int(export_rows), int(export_events)
+
+
+def prepare_day(
+    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date, run_id: str
+) -> PreparedDay:
+    """Validates the day's export before anything is written; a failure is logged and re-raised."""
     check_scope(tenant, domain, day)
-    secrets: tuple = ()
-    entry = backfill_log.LogEntry(tenant.organization_id, tenant.brand_id, domain.name, day, run_id)
-    started = time.monotonic()
+    secrets: tuple[str, ...] = ()
     day_export: DayExport | None = None
     try:
         secrets = tenant.s3.credentials() or ()
@@ -184,37 +220,100 @@ def load_day(
         day_schema = check_schema(day_export, domain, tenant, day)
         check_sample(source, day_export, domain, tenant, day)
     except Exception as exc:
+        entry = backfill_log.LogEntry(
+            tenant.organization_id, tenant.brand_id, domain.name, day, run_id
+        )
         entry.s3_path = day_export.day_uri if day_export else ""
         _log_failure(clickhouse, entry, exc, secrets)
         raise
+    return PreparedDay(tenant, domain, day, day_export, day_schema, secrets)
+
+
+def insert_day(
+    clickhouse: ClickHouseResource,
+    prepared: PreparedDay,
+    run_id: str,
+    canceled: threading.Event | None = None,
+) -> DayLoad:
+    """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised)."""
+    tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
+    day_export = prepared.day_export
+    entry = backfill_log.LogEntry(tenant.organization_id, tenant.brand_id, domain.name, day, run_id)
     entry.s3_path, entry.files = day_export.day_uri, len(day_export.files)
     entry.bytes, entry.source_rows = day_export.bytes, day_export.num_rows
-    entry.query_id = f"atlas-{uuid.uuid4()}"
-    statement, parameters = insert_statement(
-        tenant, domain, day, day_export, day_schema, clickhouse.resolved_cluster()
-    )
+    entry.query_id = prepared.query_id
+    cluster = clickhouse.resolved_cluster()
+    statement, parameters = insert_statement(prepared, cluster)
     with clickhouse.session() as client:
         ensure_schema(client)
         entry.attempt = backfill_log.previous_attempt(client, entry) + 1
         backfill_log.write(client, entry, "running")
+        insert_started = time.monotonic()
         try:
             clear_day(client, domain, tenant, day)
             client.command(statement, parameters=parameters, settings={"query_id": entry.query_id})
+            insert_seconds = time.monotonic() - insert_started
+            if canceled is not None and canceled.is_set():
+                raise LoadCanceled("the Dagster run was canceled during the INSERT")
             entry.rows_loaded = count_day(client, domain, tenant, day)
+            entry.duplicate_rows = _explain_difference(client, prepared, entry, cluster)
         except BaseException as exc:
-            _record_failure(client, clickhouse, entry, exc, secrets, domain, tenant)
-            raise
+            failure = exc
+            if canceled is not None and canceled.is_set() and not isinstance(exc, LoadCanceled):
+                failure = LoadCanceled(f"the Dagster run was canceled during the INSERT ({exc})")
+            _record_failure(client, clickhouse, entry, failure, prepared.secrets, domain, tenant)
+            if failure is exc:
+                raise
+            raise failure from exc
         backfill_log.write(client, entry, "completed")
     return DayLoad(
-        entry.rows_loaded,
-        entry.source_rows,
-        entry.files,
-        entry.bytes,
-        entry.s3_path,
-        time.monotonic() - started,
-        entry.query_id,
-        entry.attempt,
+        rows_loaded=entry.rows_loaded,
+        source_rows=entry.source_rows,
+        duplicate_rows=entry.duplicate_rows,
+        files=entry.files,
+        bytes=entry.bytes,
+        s3_path=entry.s3_path,
+        duration_seconds=time.monotonic() - prepared.prepared_at,
+        insert_seconds=insert_seconds,
+        query_id=entry.query_id,
+        attempt=entry.attempt,
     )
+
+
+def _explain_difference(
+    client: Client, prepared: PreparedDay, entry: backfill_log.LogEntry, cluster: str | None
+) -> int:
+    """Returns the export's duplicate rows; raises when they do not explain a shortfall."""
+    if entry.rows_loaded == entry.source_rows:
+        return 0
+    export_rows, export_events = duplicate_rows(client, prepared, cluster)
+    if entry.rows_loaded != export_events or export_rows != entry.source_rows:
+        raise LoadMismatchError(
+            f"{prepared.domain.raw_table} holds {entry.rows_loaded} distinct events for "
+            f"{prepared.tenant.key} {prepared.day}, but the export has {export_events} distinct "
+            f"event_ids in {export_rows} rows (footers: {entry.source_rows})"
+        )
+    return export_rows - export_events
+
+
+def load_day(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    run_id: str,
+) -> DayLoad:
+    """Validates, then loads one tenant-day; logs running → completed | failed and re-raises."""
+    prepared = prepare_day(clickhouse, tenant, domain, day, run_id)
+    return insert_day(clickhouse, prepared, run_id)
+
+
+def kill_insert(clickhouse: ClickHouseResource, query_id: str) -> None:
+    """Stops an in-flight INSERT on a server; the embedded engine runs it in this process."""
+    if clickhouse.is_embedded():
+        return
+    with clickhouse.session() as client:
+        client.command(sql.query("kill_query"), parameters={"query_id": query_id})
 
 
 def failure_message(clickhouse: ClickHouseResource, exc: BaseException, secrets: tuple) -> str:

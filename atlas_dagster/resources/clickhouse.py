@@ -77,6 +77,9 @@ class ClickHouseResource(ConfigurableResource):
     def resolved_dsn(self) -> str:
         return self.dsn or clickhouse_dsn()
 
+    def is_embedded(self) -> bool:
+        return is_embedded(self.resolved_dsn())
+
     def resolved_cluster(self) -> str | None:
         return self.cluster or clickhouse_cluster()
 
@@ -104,22 +107,24 @@ class ClickHouseResource(ConfigurableResource):
 
 
 def apply_schema(client: Client) -> int:
-    """Applies sql/schema/*.sql in order; every statement is idempotent."""
+    """Applies sql/schema/*.sql in order (every statement is idempotent) and records the digest."""
     applied = 0
     for path in sql.schema_files():
         for statement in sql.statements(path):
             client.command(statement)
             applied += 1
+    client.command(sql.query("record_schema_digest"), parameters={"digest": sql.schema_digest()})
     return applied
 
 
 def schema_is_current(client: Client) -> bool:
-    expected = sum(len(sql.statements(p)) for p in sql.schema_files()) - 1  # minus CREATE DATABASE
-    found = client.command("SELECT count() FROM system.tables WHERE database = 'atlas'")
-    return int(found) >= expected
+    if not int(client.command(sql.query("schema_version_exists"))):
+        return False
+    return client.command(sql.query("schema_digest")) == sql.schema_digest()
 
 
 def ensure_schema(client: Client) -> None:
+    """Applies the DDL when the database is new or the schema files changed since last time."""
     if not schema_is_current(client):
         apply_schema(client)
 
