@@ -35,10 +35,9 @@ def _write(tenant, domain: str, day: dt.date = DAY) -> int:
 
 
 def _materialize_casino(clickhouse, tenant, instance, **options) -> ExecuteInProcessResult:
-    assets = raw_assets([tenant], partitions_for([tenant]))
-    casino = next(a for a in assets if a.key.to_user_string() == "tbt_raw_events_casino")
     return materialize(
-        [casino],
+        raw_assets([tenant], partitions_for([tenant])),
+        selection=["tbt_raw_events_casino"],
         instance=instance,
         resources={"clickhouse": clickhouse},
         partition_key=f"{DAY}|{tenant.key}",
@@ -52,7 +51,7 @@ def test_partition_materializes_with_metadata(clickhouse, make_tenant) -> None:
     with instance_for_test() as instance:
         result = _materialize_casino(clickhouse, tenant, instance)
         assert result.success
-        [event] = result.asset_materializations_for_node("tbt_raw_events_casino")
+        [event] = result.asset_materializations_for_node("raw_events")
         metadata = {k: v.value for k, v in event.metadata.items()}
         assert metadata["rows_loaded"] == expected and metadata["files"] == 2
         assert metadata["clickhouse_query_id"].startswith("atlas-")

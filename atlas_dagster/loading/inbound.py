@@ -6,6 +6,7 @@ import datetime as dt
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clickhouse_connect.driver.client import Client
@@ -234,8 +235,13 @@ def insert_day(
     prepared: PreparedDay,
     run_id: str,
     canceled: threading.Event | None = None,
+    after_load: Callable[[Client], None] | None = None,
 ) -> DayLoad:
-    """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised)."""
+    """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
+
+    `after_load` runs in the same engine session once 'completed' is logged (the day's checks),
+    so that a day costs one session.
+    """
     tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
     day_export = prepared.day_export
     entry = backfill_log.LogEntry(tenant.organization_id, tenant.brand_id, domain.name, day, run_id)
@@ -266,6 +272,8 @@ def insert_day(
                 raise
             raise failure from exc
         backfill_log.write(client, entry, "completed")
+        if after_load is not None:
+            after_load(client)
     return DayLoad(
         rows_loaded=entry.rows_loaded,
         source_rows=entry.source_rows,

@@ -1,0 +1,84 @@
+"""The Dagster pool atlas_insert, which caps INSERTs across every run, and its per-INSERT claims."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from dagster import DagsterInstance
+
+from atlas_dagster.settings import INSERT_HARD_CAP, parallel_inserts
+
+INSERT_POOL = "atlas_insert"
+CLAIM_POLL_SECONDS = 0.25
+_PRIORITY_EPOCH = dt.date(2000, 1, 1)
+
+
+class PoolLimitError(RuntimeError):
+    """The pool cannot enforce the INSERT cap: missing instance support, or a limit above 4."""
+
+
+class ClaimCanceled(RuntimeError):
+    """The run was canceled while its INSERT waited for a slot."""
+
+
+def day_priority(day: dt.date) -> int:
+    """Newer days get higher priority, so contended slots go to the newest day first."""
+    return day.toordinal() - _PRIORITY_EPOCH.toordinal()
+
+
+def ensure_insert_pool(instance: DagsterInstance) -> int:
+    """Seeds the pool from ATLAS_MAX_PARALLEL_INSERTS and returns its live limit (at most 4).
+
+    An operator's own limit (`dagster instance concurrency set atlas_insert N`, or the UI) is kept
+    when it is within the cap, so parallelism can be lowered live without a redeploy.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        raise PoolLimitError(
+            "this Dagster instance cannot hold pool limits (an ephemeral instance?): set "
+            "DAGSTER_HOME to a persistent instance so that the cap of "
+            f"{INSERT_HARD_CAP} INSERTs in parallel is enforced across runs"
+        )
+    info = storage.get_concurrency_info(INSERT_POOL)
+    if info.limit is not None and info.limit > INSERT_HARD_CAP:
+        raise PoolLimitError(
+            f"the Dagster pool {INSERT_POOL} allows {info.limit} concurrent INSERTs, above the "
+            f"hard cap of {INSERT_HARD_CAP} (the backfill shares the cluster with real-time "
+            f"ingestion); lower it with `dagster instance concurrency set {INSERT_POOL} "
+            f"{parallel_inserts()}` or in the UI's Concurrency page"
+        )
+    if info.limit is None or info.using_default_limit or info.slot_count == 0:
+        storage.set_concurrency_slots(INSERT_POOL, parallel_inserts())
+        return parallel_inserts()
+    return info.limit
+
+
+@contextlib.contextmanager
+def insert_slot(
+    instance: DagsterInstance,
+    run_id: str,
+    slot_key: str,
+    priority: int,
+    canceled: threading.Event,
+    on_wait: Callable[[], None],
+) -> Iterator[None]:
+    """Holds one slot of the pool for one INSERT; waits its turn by priority, then creation."""
+    storage = instance.event_log_storage
+    waiting = False
+    try:
+        while not storage.claim_concurrency_slot(
+            INSERT_POOL, run_id, slot_key, priority
+        ).is_claimed:
+            if canceled.is_set():
+                raise ClaimCanceled(f"canceled while waiting for a slot of pool {INSERT_POOL}")
+            if not waiting:
+                on_wait()
+                waiting = True
+            time.sleep(CLAIM_POLL_SECONDS)
+        yield
+    finally:
+        storage.free_concurrency_slot_for_step(run_id, slot_key)
