@@ -1,12 +1,13 @@
-"""atlas-dagster: init-db, demo-data, load (through Dagster, newest day first) and status."""
+"""atlas-dagster: the operator's command line (init-db, demo-data, backfill, load, status)."""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 
 from atlas_dagster import sql
+from atlas_dagster.cli import backfill
+from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
@@ -26,39 +27,6 @@ def _demo_data(args: argparse.Namespace) -> int:
     rows = write_demo_exports(tenant)
     print(f"wrote {rows} demo rows for {tenant.key} under {tenant.source}")
     return 0
-
-
-def _days(start: dt.date, end: dt.date) -> list[dt.date]:
-    return [end - dt.timedelta(days=i) for i in range((end - start).days + 1)]
-
-
-def _load(args: argparse.Namespace) -> int:
-    """Materializes the tenant's raw partitions in this process through Dagster, newest first."""
-    from dagster import DagsterInstance, materialize
-
-    from atlas_dagster.definitions import defs
-
-    tenant = tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
-    domains = args.domains.split(",") if args.domains else list(tenant.domains)
-    start = dt.date.fromisoformat(args.start) if args.start else tenant.start_date
-    end = dt.date.fromisoformat(args.end) if args.end else tenant.last_date()
-    instance = DagsterInstance.get()
-    assets = [defs.get_assets_def(f"tbt_raw_events_{d}") for d in domains]
-    failed = 0
-    for day in _days(start, end):
-        for asset_def in assets:
-            key = f"{day.isoformat()}|{tenant.key}"
-            result = materialize(
-                [asset_def],
-                instance=instance,
-                partition_key=key,
-                resources={"clickhouse": ClickHouseResource()},
-                raise_on_error=False,
-            )
-            state = "ok" if result.success else "FAILED"
-            failed += not result.success
-            print(f"{key} {asset_def.key.to_user_string()}: {state}")
-    return 1 if failed else 0
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -95,15 +63,7 @@ def parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo-data", help="write the demo tenant's synthetic exports")
     demo.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
     demo.set_defaults(run=_demo_data)
-    load = commands.add_parser(
-        "load", help="materialize a tenant's raw days in-process, newest first"
-    )
-    load.add_argument("--org", required=True)
-    load.add_argument("--brand", required=True)
-    load.add_argument("--domains")
-    load.add_argument("--start")
-    load.add_argument("--end")
-    load.set_defaults(run=_load)
+    backfill.register(commands)
     status = commands.add_parser("status", help="overall progress per domain (backfill_log FINAL)")
     status.add_argument("--org")
     status.add_argument("--brand")
@@ -115,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (TenantConfigError, ValueError) as exc:
+    except (TenantConfigError, DagsterApiError, ValueError) as exc:
         print(f"atlas-dagster: {exc}", file=sys.stderr)
         return 2
 
