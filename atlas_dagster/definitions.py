@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import Definitions
 
 from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.monitoring.sensors import backfill_log_sensors
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import tenants_file
@@ -17,6 +18,7 @@ def build_definitions() -> Definitions:
     return Definitions(
         assets=raw_assets(tenants, partitions_def),
         resources={"clickhouse": ClickHouseResource()},
+        sensors=backfill_log_sensors(),
     )
 
 

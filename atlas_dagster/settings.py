@@ -25,5 +25,13 @@ def clickhouse_cluster() -> str | None:
     return cluster
 
 
+def stale_sweep_seconds() -> int:
+    """How often the stale-load sweep sensor runs (ATLAS_STALE_SWEEP_SECONDS, default 30)."""
+    raw = os.environ.get("ATLAS_STALE_SWEEP_SECONDS") or "30"
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"ATLAS_STALE_SWEEP_SECONDS={raw!r} must be a positive number of seconds")
+    return int(raw)
+
+
 def tenants_file() -> Path:
     return Path(os.environ.get("ATLAS_TENANTS_FILE") or PROJECT_ROOT / "tenants.yaml")
