@@ -121,18 +121,35 @@ def test_sweep_fails_dead_loads_and_their_runs_and_spares_live_ones(
         assert log_rows(clickhouse, tenant) == after
 
 
-def test_a_day_that_finished_meanwhile_is_never_marked_failed(clickhouse, make_tenant) -> None:
+def test_a_day_that_moved_on_after_being_judged_is_left_alone(clickhouse, make_tenant) -> None:
+    """Between judging a 'running' version and marking it, its load may log a result or a
+    retry may log a new 'running' attempt: neither is overwritten."""
     tenant = make_tenant(("user",))
-    insert_log_rows(clickhouse, [log_entry(tenant, "user", DAYS[0], "running", run_id="r")])
+    insert_log_rows(
+        clickhouse,
+        [log_entry(tenant, "user", day, "running", run_id="r1") for day in DAYS[:2]],
+    )
     with clickhouse.session() as client:
-        [judged] = running_loads(client, Scope(tenant.organization_id))
-    # The load logs its result after the row was judged stale and before it is marked.
-    done = log_entry(tenant, "user", DAYS[0], "completed", run_id="r", rows_loaded=9)
-    insert_log_rows(clickhouse, [done])
+        judged = running_loads(client, Scope(tenant.organization_id))
+    assert [load.partition_date for load in judged] == DAYS[:2]
+    insert_log_rows(
+        clickhouse,
+        [
+            log_entry(tenant, "user", DAYS[0], "completed", run_id="r1", rows_loaded=9),
+            log_entry(tenant, "user", DAYS[1], "running", run_id="r2", attempt=2),
+        ],
+    )
     with clickhouse.session() as client:
-        assert not mark_failed(client, judged, "stale: test")
-    row = log_rows(clickhouse, tenant)[("user", DAYS[0])]
-    assert (row["status"], row["rows_loaded"], row["error_message"]) == ("completed", 9, "")
+        assert not any(mark_failed(client, load, "stale: test") for load in judged)
+    rows = log_rows(clickhouse, tenant)
+    assert (rows[("user", DAYS[0])]["status"], rows[("user", DAYS[0])]["rows_loaded"]) == (
+        "completed",
+        9,
+    )
+    assert (rows[("user", DAYS[1])]["status"], rows[("user", DAYS[1])]["run_id"]) == (
+        "running",
+        "r2",
+    )
 
 
 def test_run_failure_sensor_fails_the_runs_running_days(clickhouse, make_tenant) -> None:
