@@ -4,6 +4,7 @@ import datetime as dt
 import os
 import socket
 import subprocess
+import time
 
 from dagster import (
     DagsterRunStatus,
@@ -28,6 +29,7 @@ from atlas_dagster.monitoring.workers import (
     start_ticks,
     worker_state,
 )
+from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster_tests.backfill_log_rows import (
     dead_worker,
     failing_job,
@@ -216,3 +218,13 @@ def test_canceled_run_sensor_fails_the_runs_running_days(clickhouse, make_tenant
     assert row["status"] == "failed"
     assert f"Dagster run {run.run_id} ended with status CANCELED" in row["error_message"]
     assert row["updated_at"].replace(tzinfo=None) > utc_now() - dt.timedelta(minutes=1)
+
+
+def test_sweep_skips_a_tick_while_the_embedded_engine_is_busy(clickhouse) -> None:
+    impatient = ClickHouseResource(dsn=clickhouse.dsn, lock_wait_seconds=0.3)
+    with instance_for_test() as instance, clickhouse.session():  # a load holds the engine
+        context = build_sensor_context(instance=instance, resources={"clickhouse": impatient})
+        started = time.monotonic()
+        tick = backfill_log_stale_sweep(context)
+    assert "busy" in tick.skip_message and "next tick" in tick.skip_message
+    assert time.monotonic() - started < 5

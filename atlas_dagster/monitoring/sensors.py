@@ -22,7 +22,7 @@ from atlas_dagster.monitoring.stale_loads import (
     fail_loads_of_run,
     sweep,
 )
-from atlas_dagster.resources.clickhouse import ClickHouseResource, EngineBusyError
+from atlas_dagster.resources.clickhouse import ClickHouseResource, EngineBusyError, ensure_schema
 from atlas_dagster.settings import stale_sweep_seconds
 
 # A tick must end well inside Dagster's sensor evaluation timeout (60 s), so a sensor waits for
@@ -47,6 +47,7 @@ def _fail_loads_of(
 ) -> SkipReason:
     try:
         with _brief(clickhouse).session() as client:
+            ensure_schema(client)  # the worker column may be newer than the database
             marked = fail_loads_of_run(client, run)
     except EngineBusyError as exc:
         # The cursor moves on regardless; the periodic sweep finds these days later.
@@ -99,6 +100,7 @@ def backfill_log_stale_sweep(
 ) -> SkipReason:
     try:
         with _brief(clickhouse).session() as client:
+            ensure_schema(client)
             result = sweep(client, context.instance)
     except EngineBusyError as exc:
         return SkipReason(f"{exc}; retrying on the next tick")

@@ -116,7 +116,7 @@ def judge(
 def find_stale(
     loads: list[RunningLoad], instance: DagsterInstance | None, host: str | None = None
 ) -> list[StaleLoad]:
-    runs = runs_by_id(instance, (load.run_id for load in loads)) if instance else None
+    runs = None if instance is None else runs_by_id(instance, (load.run_id for load in loads))
     host = host or socket.gethostname()
     return [stale for load in loads if (stale := judge(load, runs, host)) is not None]
 
