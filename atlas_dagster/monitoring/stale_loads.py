@@ -17,7 +17,7 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from atlas_dagster import sql
 from atlas_dagster.monitoring.scope import EVERYTHING, Scope
-from atlas_dagster.monitoring.workers import WorkerState, parse_worker, worker_state
+from atlas_dagster.monitoring.workers import Worker, WorkerState, parse_worker, worker_state
 from atlas_dagster.resources.clickhouse import query_rows
 
 _DEAD_WORKER = (WorkerState.GONE, WorkerState.REUSED)
@@ -80,12 +80,10 @@ def runs_by_id(instance: DagsterInstance, run_ids: Iterable[str]) -> dict[str, D
     return {record.dagster_run.run_id: record.dagster_run for record in records}
 
 
-def _worker_fact(worker: str, state: WorkerState) -> str:
-    parsed = parse_worker(worker)
-    assert parsed is not None  # only called for GONE / REUSED, which parsed
+def _worker_fact(worker: Worker, state: WorkerState) -> str:
     if state is WorkerState.GONE:
-        return f"worker pid {parsed.pid} on host {parsed.host} is gone"
-    return f"worker pid {parsed.pid} on host {parsed.host} was reused by a newer process"
+        return f"worker pid {worker.pid} on host {worker.host} is gone"
+    return f"worker pid {worker.pid} on host {worker.host} was reused by a newer process"
 
 
 def _run_fact(run_id: str, run: DagsterRun | None) -> str:
@@ -99,12 +97,13 @@ def judge(
 ) -> StaleLoad | None:
     """None while the load may still be happening; `runs` None means no instance to ask."""
     state = worker_state(load.worker, host)
-    worker_dead = state in _DEAD_WORKER
+    worker = parse_worker(load.worker)
+    worker_dead = worker is not None and state in _DEAD_WORKER
     run = runs.get(load.run_id) if runs is not None else None
     run_over = runs is not None and (run is None or run.is_finished)
     if not (worker_dead or run_over):
         return None
-    facts = [_worker_fact(load.worker, state)] if worker_dead else []
+    facts = [_worker_fact(worker, state)] if worker is not None and worker_dead else []
     if runs is not None:
         facts.append(_run_fact(load.run_id, run))
     reason = f"stale: {'; '.join(facts)}; the load stopped without logging its result"
