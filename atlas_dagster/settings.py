@@ -35,6 +35,14 @@ def clickhouse_cluster() -> str | None:
     return cluster
 
 
+def stale_sweep_seconds() -> int:
+    """How often the stale-load sweep sensor runs (ATLAS_STALE_SWEEP_SECONDS, default 30)."""
+    raw = os.environ.get("ATLAS_STALE_SWEEP_SECONDS") or "30"
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"ATLAS_STALE_SWEEP_SECONDS={raw!r} must be a positive number of seconds")
+    return int(raw)
+
+
 def tenants_file() -> Path:
     return Path(os.environ.get("ATLAS_TENANTS_FILE") or PROJECT_ROOT / "tenants.yaml")
 
@@ -76,3 +84,9 @@ def ramp_up_days() -> int:
         high,
         "the runbook validates 3 to 5 days before running INSERTs in parallel",
     )
+
+
+def check_load_limits() -> None:
+    """Raises SettingsError for an out-of-range ATLAS_MAX_PARALLEL_INSERTS or ATLAS_RAMP_UP_DAYS."""
+    parallel_inserts()
+    ramp_up_days()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atlas_dagster import sql
 from atlas_dagster.cli import backfill
 from atlas_dagster.cli.dagster_api import DagsterApiError
-from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
+from atlas_dagster.cli.status import add_status_command
+from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
@@ -29,33 +29,6 @@ def _demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
-    with ClickHouseResource().session() as client:
-        rows = query_rows(
-            client,
-            sql.query("progress"),
-            {"organization_id": args.org or "", "brand_id": args.brand or ""},
-        )
-    columns = [
-        "organization_id",
-        "brand_id",
-        "domain",
-        "days_done",
-        "days_failed",
-        "total_rows",
-        "first_day",
-        "last_day",
-        "last_activity",
-    ]
-    table = [columns] + [[str(r[c]) for c in columns] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
-    if not rows:
-        print("(no backfill_log rows yet)")
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="atlas-dagster", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -64,10 +37,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
     demo.set_defaults(run=_demo_data)
     backfill.register(commands)
-    status = commands.add_parser("status", help="overall progress per domain (backfill_log FINAL)")
-    status.add_argument("--org")
-    status.add_argument("--brand")
-    status.set_defaults(run=_status)
+    add_status_command(commands)
     return root
 
 

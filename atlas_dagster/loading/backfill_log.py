@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
+from atlas_dagster.monitoring.workers import current_worker
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def process_start_ticks(pid: int) -> str:
-    """The kernel's start time of a process (field 22 of /proc/pid/stat): tells pid reuse apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    # The command name (field 2) may hold spaces; the fields after its closing ')' do not.
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-@cache
-def current_worker() -> str:
-    """'hostname:pid:start-ticks' of this process, written with every 'running' row."""
-    return f"{socket.gethostname()}:{os.getpid()}:{process_start_ticks(os.getpid())}"
+def _worker() -> str:
+    return str(current_worker())
 
 
 @dataclass
@@ -51,7 +36,7 @@ class LogEntry:
     error_message: str = ""
     s3_path: str = ""
     query_id: str = ""
-    worker: str = field(default_factory=current_worker)
+    worker: str = field(default_factory=_worker)
     started_at: dt.datetime = field(default_factory=_now)
     updated_at: dt.datetime = field(default_factory=_now)
 

@@ -1,4 +1,5 @@
--- The monitoring guide's overall progress per domain, for every tenant (or one organization).
+-- The monitoring guide's "progress per domain" query, with optional bound filters
+-- ('' matches everything): organization, brand and domain.
 SELECT
     organization_id,
     brand_id,
@@ -12,5 +13,6 @@ SELECT
 FROM atlas.backfill_log FINAL
 WHERE ({organization_id:String} = '' OR organization_id = {organization_id:String})
   AND ({brand_id:String} = '' OR brand_id = {brand_id:String})
+  AND ({domain:String} = '' OR domain = {domain:String})
 GROUP BY organization_id, brand_id, domain
 ORDER BY organization_id, brand_id, domain
