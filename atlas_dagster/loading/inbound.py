@@ -13,7 +13,7 @@ from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
 from atlas_dagster.domains import Column, Domain, Kind
-from atlas_dagster.exports.layout import DayExport, ExportSource, split_s3_uri
+from atlas_dagster.exports.layout import DayExport, ExportSource, day_folder, split_s3_uri
 from atlas_dagster.loading import backfill_log
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
@@ -224,7 +224,7 @@ def prepare_day(
         entry = backfill_log.LogEntry(
             tenant.organization_id, tenant.brand_id, domain.name, day, run_id
         )
-        entry.s3_path = day_export.day_uri if day_export else ""
+        entry.s3_path = day_export.day_uri if day_export else day_folder(tenant, domain.name, day)
         _log_failure(clickhouse, entry, exc, secrets)
         raise
     return PreparedDay(tenant, domain, day, day_export, day_schema, secrets)
