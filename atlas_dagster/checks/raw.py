@@ -95,10 +95,13 @@ def day_outcomes(
     parquet_rows: int | None,
     validation_error: str | None,
     files: int,
+    raw_events: int | None = None,
 ) -> list[CheckOutcome]:
-    """The three checks, given what was already read of the export (footer rows, validation)."""
+    """The three checks, given what was already read of the export (footer rows, validation)
+    and, right after a load in the same session, the raw table's count it just took."""
     log_row = read_log_row(client, tenant, domain, day)
-    raw_events = count_day(client, domain, tenant, day)
+    if raw_events is None:
+        raw_events = count_day(client, domain, tenant, day)
     return [
         log_completed(log_row),
         rows_reconcile(log_row, raw_events, parquet_rows),

@@ -161,7 +161,7 @@ def run_load(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-def _window_arguments(command: argparse.ArgumentParser, selections: bool = True) -> None:
+def window_arguments(command: argparse.ArgumentParser, selections: bool = True) -> None:
     command.add_argument("--org", required=True)
     command.add_argument("--brand", required=True)
     command.add_argument("--domains", help="comma-separated (default: the tenant's domains)")
@@ -184,7 +184,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "backfill",
         help="launch a backfill of a tenant's raw days through the running Dagster instance",
     )
-    _window_arguments(backfill)
+    window_arguments(backfill)
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, launch nothing")
     backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
     backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")
@@ -192,5 +192,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     load = commands.add_parser(
         "load", help="materialize a tenant's raw days in this process (no daemon), newest first"
     )
-    _window_arguments(load, selections=False)
+    window_arguments(load, selections=False)
     load.set_defaults(run=run_load)

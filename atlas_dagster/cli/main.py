@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atlas_dagster.cli import backfill
+from atlas_dagster.cli import backfill, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
     demo.set_defaults(run=_demo_data)
     backfill.register(commands)
+    verify.register(commands)
     add_status_command(commands)
     return root
 

@@ -235,12 +235,12 @@ def insert_day(
     prepared: PreparedDay,
     run_id: str,
     canceled: threading.Event | None = None,
-    after_load: Callable[[Client], None] | None = None,
+    after_load: Callable[[Client, int], None] | None = None,
 ) -> DayLoad:
     """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
 
-    `after_load` runs in the same engine session once 'completed' is logged (the day's checks),
-    so that a day costs one session.
+    `after_load(client, rows_loaded)` runs in the same engine session once 'completed' is logged
+    (the day's checks), so that a day costs one session and one count of the raw table.
     """
     tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
     day_export = prepared.day_export
@@ -273,7 +273,7 @@ def insert_day(
             raise failure from exc
         backfill_log.write(client, entry, "completed")
         if after_load is not None:
-            after_load(client)
+            after_load(client, entry.rows_loaded)
     return DayLoad(
         rows_loaded=entry.rows_loaded,
         source_rows=entry.source_rows,

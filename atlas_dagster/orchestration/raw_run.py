@@ -209,7 +209,7 @@ class RawRun:
         day_export = prepared.day_export
         self._query_ids[work] = prepared.query_id
 
-        def checks_in_session(client: Client) -> None:
+        def checks_in_session(client: Client, rows_loaded: int) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
             result.progress = progress_metadata(client, work.tenant)
             result.checks = day_outcomes(
@@ -220,6 +220,7 @@ class RawRun:
                 day_export.num_rows,
                 None,
                 len(day_export.files),
+                raw_events=rows_loaded,
             )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
