@@ -7,19 +7,28 @@ INSERT at a time during the ramp-up, never more than the pool's limit after, eac
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PRIORITY_TAG
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
-from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.orchestration.insert_timeline import insert_intervals, max_overlap
 from atlas_dagster.orchestration.run_coordinator import HELD_TAG
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DagsterStack, run_dagster_dev, write_tenants
 
@@ -29,31 +38,63 @@ RAMP_DAYS = 3
 BACKFILL_TIMEOUT_SECONDS = 240
 
 
+RECON_FIRST, RECON_LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 6)
+BROKEN_DAY, MISSING_DAY, TAMPERED_DAY = (
+    dt.date(2026, 11, 3),
+    dt.date(2026, 11, 5),
+    dt.date(2026, 11, 2),
+)
+
+
+def _tenant_entry(org: str, work: Path, first: dt.date, last: dt.date, domains) -> dict:
+    return {
+        "organization_id": org,
+        "brand_id": "main",
+        "source": f"file://{work / 'exports'}",
+        "start_date": first.isoformat(),
+        "end_date": last.isoformat(),
+        "domains": list(domains),
+    }
+
+
+def _write_days(tenant, domains, first: dt.date, last: dt.date, skip=()) -> None:
+    day = first
+    while day <= last:
+        for domain in domains:
+            if day not in skip:
+                generate, _ = GENERATORS[domain]
+                rows = generate(random.Random(f"{domain}{day}"), tenant, day, 300)
+                write_day(tenant, domain, day, rows)
+        day += dt.timedelta(days=1)
+
+
+def _write_broken_day(tenant, day: dt.date) -> None:
+    """amount exported as text: refused by validation before any INSERT."""
+    generate, _ = GENERATORS["casino"]
+    table = arrow_table("casino", generate(random.Random("broken"), tenant, day, 50))
+    index = table.schema.get_field_index("amount")
+    table = table.set_column(index, "amount", table.column(index).cast(pa.string()))
+    folder = Path(day_folder(tenant, "casino", day)[len("file://") :])
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.parquet"):
+        stale.unlink()
+    pq.write_table(table, folder / "part-00000.parquet")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("e2e")
     tenants_file = write_tenants(
         work / "tenants.yaml",
         [
-            {
-                "organization_id": "e2e",
-                "brand_id": "main",
-                "source": f"file://{work / 'exports'}",
-                "start_date": FIRST.isoformat(),
-                "end_date": LAST.isoformat(),
-                "domains": list(DOMAINS),
-            }
+            _tenant_entry("e2e", work, FIRST, LAST, DOMAINS),
+            _tenant_entry("recon", work, RECON_FIRST, RECON_LAST, ["casino"]),
         ],
     )
-    [tenant] = load_tenants(tenants_file)
-    day = FIRST
-    while day <= LAST:
-        for domain in DOMAINS:
-            generate, _ = GENERATORS[domain]
-            write_day(
-                tenant, domain, day, generate(random.Random(f"{domain}{day}"), tenant, day, 300)
-            )
-        day += dt.timedelta(days=1)
+    tenants = {t.organization_id: t for t in load_tenants(tenants_file)}
+    _write_days(tenants["e2e"], DOMAINS, FIRST, LAST)
+    _write_days(tenants["recon"], ["casino"], RECON_FIRST, RECON_LAST, skip=(MISSING_DAY,))
+    _write_broken_day(tenants["recon"], BROKEN_DAY)
     with run_dagster_dev(work, tenants_file, {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}) as running:
         yield running
 
@@ -152,3 +193,103 @@ def test_scattered_days_run_as_several_runs_still_newest_first(stack: DagsterSta
     assert [i.partition_key[:10] for i in intervals] == sorted(
         (d.isoformat() for d in days), reverse=True
     )
+
+
+def _cli(stack: DagsterStack, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "atlas-dagster"), *args],
+        env=stack.env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BACKFILL_TIMEOUT_SECONDS + 60,
+    )
+
+
+def _failing_days(verify_output: str) -> dict[str, set[str]]:
+    """{day: {check names}} of the FAIL lines `atlas-dagster verify` prints."""
+    failing: dict[str, set[str]] = {}
+    for line in verify_output.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "FAIL":
+            failing.setdefault(parts[1], set()).add(parts[3])
+    return failing
+
+
+def _recon_status(stack: DagsterStack) -> dict:
+    completed = _cli(stack, "status", "--org", "recon", "--json")
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
+    stack: DagsterStack,
+) -> None:
+    api = DagsterApi(stack.url)
+    loaded = [d for d in _recon_days() if d != MISSING_DAY]
+    keys = [f"{d}|recon.main" for d in loaded]
+    backfill_id = _launch_like_the_ui(api, keys, ["tbt_raw_events_casino"])
+    assert _wait(api, stack, backfill_id)["status"] in ("COMPLETED_FAILED", "FAILED")
+    clickhouse = ClickHouseResource(dsn=stack.env["ATLAS_CLICKHOUSE_DSN"])
+    with clickhouse.session() as client:  # rows deleted behind the log's back
+        client.command(
+            "DELETE FROM atlas.tbt_raw_events_casino WHERE organization_id = 'recon' "
+            "AND event_date = {day:Date} AND event_id IN (SELECT event_id FROM "
+            "atlas.tbt_raw_events_casino WHERE organization_id = 'recon' AND event_date = "
+            "{day:Date} ORDER BY event_id LIMIT 7)",
+            parameters={"day": TAMPERED_DAY},
+        )
+
+    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main")
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    failing = _failing_days(verify.stdout)
+    assert set(failing) == {str(BROKEN_DAY), str(MISSING_DAY), str(TAMPERED_DAY)}, verify.stdout
+    assert failing[str(TAMPERED_DAY)] == {"rows_reconcile"}
+    assert failing[str(BROKEN_DAY)] == {"log_completed", "rows_reconcile", "schema_conformance"}
+    assert "log_completed" in failing[str(MISSING_DAY)]
+
+    status = _recon_status(stack)
+    assert [f["partition_date"] for f in status["failures"]] == [str(BROKEN_DAY)]
+    assert "amount" in status["failures"][0]["error_message"]
+    assert sorted(g["partition_date"] for g in status["gaps"]) == sorted(
+        [str(BROKEN_DAY), str(MISSING_DAY)]
+    )
+    assert status["stale"] == []
+
+    [tenant] = [
+        t
+        for t in load_tenants(Path(stack.env["ATLAS_TENANTS_FILE"]))
+        if t.organization_id == "recon"
+    ]
+    _write_days(tenant, ["casino"], BROKEN_DAY, BROKEN_DAY)  # the client re-delivers
+    _write_days(tenant, ["casino"], MISSING_DAY, MISSING_DAY)
+    plan = _cli(
+        stack, "backfill", "--org", "recon", "--brand", "main", "--only-failed", "--dry-run"
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert str(BROKEN_DAY) in plan.stdout and str(TAMPERED_DAY) in plan.stdout
+    assert str(MISSING_DAY) not in plan.stdout.split("total:")[0].split("newest first")[1]
+    for selection in ("--only-failed", "--only-missing"):
+        rerun = _cli(
+            stack,
+            "backfill",
+            "--org",
+            "recon",
+            "--brand",
+            "main",
+            selection,
+            "--wait",
+            "--url",
+            stack.url,
+        )
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main")
+    assert verify.returncode == 0, verify.stdout
+    assert f"{3 * len(_recon_days())} passed, 0 failed" in verify.stdout
+    status = _recon_status(stack)
+    assert status["failures"] == [] and status["gaps"] == []
+
+
+def _recon_days() -> list[dt.date]:
+    return [RECON_FIRST + dt.timedelta(days=i) for i in range((RECON_LAST - RECON_FIRST).days + 1)]
