@@ -27,3 +27,14 @@ def clickhouse_cluster() -> str | None:
 
 def tenants_file() -> Path:
     return Path(os.environ.get("ATLAS_TENANTS_FILE") or PROJECT_ROOT / "tenants.yaml")
+
+
+DEFAULT_LIABILITY_LOOKBACK_DAYS = 90
+
+
+def liability_lookback_days() -> int:
+    """ATLAS_LIABILITY_LOOKBACK_DAYS: how many days of opened bets the liability counts."""
+    raw = os.environ.get("ATLAS_LIABILITY_LOOKBACK_DAYS") or str(DEFAULT_LIABILITY_LOOKBACK_DAYS)
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"ATLAS_LIABILITY_LOOKBACK_DAYS={raw!r} must be a positive integer")
+    return int(raw)

@@ -1,0 +1,1 @@
+"""Orchestration beyond single assets: declarative automation of gold after raw."""
