@@ -74,9 +74,7 @@ def _written(
     totals = ", ".join(
         f"sumIf({identifier(m)}, is_deleted = 0) AS {identifier(m)}" for m in table.metrics
     )
-    text = sql.query(
-        "gold_day_written", gold_table=identifier(table.name), metric_totals=totals
-    )
+    text = sql.query("gold_day_written", gold_table=identifier(table.name), metric_totals=totals)
     [row] = query_rows(client, text, parameters)
     return row.pop("rows_written"), row.pop("rows_deleted"), row
 
