@@ -18,7 +18,7 @@ def build_definitions() -> Definitions:
     partitions_def = partitions_for(tenants)
     return Definitions(
         assets=[*raw_assets(tenants, partitions_def), *gold_assets(tenants, partitions_def)],
-        jobs=[verify_gold_job(partitions_def)],
+        jobs=[verify_gold_job()],
         sensors=[gold_automation_sensor()],
         resources={"clickhouse": ClickHouseResource()},
     )

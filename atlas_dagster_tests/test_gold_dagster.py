@@ -82,7 +82,7 @@ def test_verify_runs_the_checks_alone_and_catches_a_tampered_day(clickhouse, mak
     partitions_def = partitions_for([tenant])
     defs = Definitions(
         assets=gold_assets([tenant], partitions_def, lookback_days=3),
-        jobs=[verify_gold_job(partitions_def)],
+        jobs=[verify_gold_job()],
         resources={"clickhouse": clickhouse},
     )
     verify = defs.resolve_job_def(VERIFY_JOB_NAME)

@@ -17,6 +17,7 @@ from dagster import (
     AssetSpec,
     AutomationCondition,
     BackfillPolicy,
+    BetaWarning,
     DimensionPartitionMapping,
     IdentityPartitionMapping,
     MetadataValue,
@@ -53,20 +54,21 @@ class GoldReplayError(RuntimeError):
 
 def window_mapping(lookback_days: int) -> MultiPartitionMapping:
     """Liability day D reads the raw days [D - (lookback - 1), D] of the same tenant."""
-    return MultiPartitionMapping(
-        {
-            "date": DimensionPartitionMapping(
-                "date",
-                TimeWindowPartitionMapping(
-                    start_offset=-(lookback_days - 1),
-                    end_offset=0,
-                    # The first days' windows reach before the partitions' start.
-                    allow_nonexistent_upstream_partitions=True,
-                ),
-            ),
-            "tenant": DimensionPartitionMapping("tenant", IdentityPartitionMapping()),
-        }
-    )
+    with warnings.catch_warnings():
+        # Beta APIs chosen on purpose (docs/gold-metrics.md): no stable way to say this yet.
+        warnings.simplefilter("ignore", BetaWarning)
+        dates = TimeWindowPartitionMapping(
+            start_offset=-(lookback_days - 1),
+            end_offset=0,
+            # The first days' windows reach before the partitions' start.
+            allow_nonexistent_upstream_partitions=True,
+        )
+        return MultiPartitionMapping(
+            {
+                "date": DimensionPartitionMapping("date", dates),
+                "tenant": DimensionPartitionMapping("tenant", IdentityPartitionMapping()),
+            }
+        )
 
 
 def _deps(table: GoldTable, lookback_days: int) -> list[AssetDep]:
@@ -226,11 +228,10 @@ def gold_assets(
     ]
 
 
-def verify_gold_job(partitions_def: MultiPartitionsDefinition) -> UnresolvedAssetJobDefinition:
+def verify_gold_job() -> UnresolvedAssetJobDefinition:
     """Runs only the gold_reconciles_raw checks of a partition or range: nothing is replayed."""
     return define_asset_job(
         VERIFY_JOB_NAME,
         selection=AssetSelection.checks_for_assets(*GOLD_TABLES),
-        partitions_def=partitions_def,
         description="Reconciles gold with raw for a tenant-day or a range without replaying it.",
     )

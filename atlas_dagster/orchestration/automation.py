@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 from dagster import (
@@ -11,6 +12,7 @@ from dagster import (
     AutomationConditionSensorDefinition,
     AutomationContext,
     AutomationResult,
+    BetaWarning,
     DefaultSensorStatus,
 )
 
@@ -111,11 +113,14 @@ def gold_automation_condition(tenants: Sequence[Tenant]) -> AutomationCondition:
 
 
 def gold_automation_sensor() -> AutomationConditionSensorDefinition:
-    return AutomationConditionSensorDefinition(
-        GOLD_SENSOR_NAME,
-        target=AssetSelection.assets(*GOLD_TABLES),
-        default_status=DefaultSensorStatus.RUNNING,
-        # InTenantScope is not a serializable builtin: only the code server can evaluate it.
-        use_user_code_server=True,
-        description="Replays the gold tenant-days whose raw partitions landed or changed.",
-    )
+    with warnings.catch_warnings():
+        # use_user_code_server is beta, and required: InTenantScope is not a serializable
+        # builtin, so only the code server (not the daemon) can evaluate it.
+        warnings.simplefilter("ignore", BetaWarning)
+        return AutomationConditionSensorDefinition(
+            GOLD_SENSOR_NAME,
+            target=AssetSelection.assets(*GOLD_TABLES),
+            default_status=DefaultSensorStatus.RUNNING,
+            use_user_code_server=True,
+            description="Replays the gold tenant-days whose raw partitions landed or changed.",
+        )
