@@ -122,6 +122,31 @@ def check_evaluation(
     )
 
 
+def _tenant_day_events(
+    context: AssetExecutionContext,
+    clickhouse: ClickHouseResource,
+    table: GoldTable,
+    tenant: Tenant,
+    tenant_day: TenantDay,
+    lookback_days: int,
+) -> Iterator[GoldEvent]:
+    """The replay and/or the check of one tenant-day, holding the engine for it alone."""
+    asset_key = AssetKey(table.name)
+    day = tenant_day.partition_date
+    with clickhouse.session() as client:
+        ensure_schema(client)
+        if asset_key in context.selected_asset_keys:
+            replay = replay_day(client, table, tenant, day, lookback_days)
+            context.log.info(
+                f"{table.name} {tenant_day.partition_key}: {replay.rows_written} rows, "
+                f"{replay.rows_deleted} tombstones in {replay.duration_seconds:.2f}s"
+            )
+            yield materialization(table, tenant_day, replay, lookback_days)
+        if AssetCheckKey(asset_key, RECONCILES_RAW) in context.selected_asset_check_keys:
+            reconciliation = reconcile_day(client, table, tenant, day, lookback_days)
+            yield check_evaluation(table, tenant_day, reconciliation)
+
+
 def replay_tenant_days(
     context: AssetExecutionContext,
     clickhouse: ClickHouseResource,
@@ -129,35 +154,22 @@ def replay_tenant_days(
     tenants: Sequence[Tenant],
     lookback_days: int,
 ) -> Iterator[GoldEvent]:
-    """Each tenant-day on its own session and INSERT; a failed one fails alone, at the end."""
-    asset_key = AssetKey(table.name)
-    replaying = asset_key in context.selected_asset_keys
-    verifying = AssetCheckKey(asset_key, RECONCILES_RAW) in context.selected_asset_check_keys
+    """The run's tenant-days newest first; a failed one fails alone, named at the end."""
     failed: list[str] = []
     for tenant_day in tenant_days_newest_first(context.partition_keys):
-        tenant = tenant_by_key(list(tenants), tenant_day.tenant_key)  # partitions come from them
-        day = tenant_day.partition_date
-        if not in_scope(tenant, table.sources, day):
-            # Never loaded, so never replayed: the partition stays missing, not failed.
-            context.log.warning(
-                f"{table.name} {tenant_day.partition_key}: out of scope for tenant {tenant.key} "
-                f"(domains {list(tenant.domains)}, window {tenant.start_date}.."
-                f"{tenant.last_date()}); skipped"
-            )
-            continue
         try:
-            with clickhouse.session() as client:
-                ensure_schema(client)
-                if replaying:
-                    replay = replay_day(client, table, tenant, day, lookback_days)
-                    context.log.info(
-                        f"{table.name} {tenant_day.partition_key}: {replay.rows_written} rows, "
-                        f"{replay.rows_deleted} tombstones in {replay.duration_seconds:.2f}s"
-                    )
-                    yield materialization(table, tenant_day, replay, lookback_days)
-                if verifying:
-                    reconciliation = reconcile_day(client, table, tenant, day, lookback_days)
-                    yield check_evaluation(table, tenant_day, reconciliation)
+            tenant = tenant_by_key(list(tenants), tenant_day.tenant_key)
+            if not in_scope(tenant, table.sources, tenant_day.partition_date):
+                # Never loaded, so never replayed: the partition stays missing, not failed.
+                context.log.warning(
+                    f"{table.name} {tenant_day.partition_key}: out of scope for tenant "
+                    f"{tenant.key} (domains {list(tenant.domains)}, window "
+                    f"{tenant.start_date}..{tenant.last_date()}); skipped"
+                )
+                continue
+            yield from _tenant_day_events(
+                context, clickhouse, table, tenant, tenant_day, lookback_days
+            )
         except Exception as exc:
             failed.append(tenant_day.partition_key)
             message = clickhouse.redact(f"{type(exc).__name__}: {exc}")
@@ -220,7 +232,11 @@ def gold_assets(
     partitions_def: MultiPartitionsDefinition,
     lookback_days: int | None = None,
 ) -> list[AssetsDefinition]:
-    lookback = lookback_days or liability_lookback_days()
+    lookback = liability_lookback_days() if lookback_days is None else lookback_days
+    if lookback < 1:
+        raise ValueError(
+            f"the liability lookback must be a positive number of days, not {lookback}"
+        )
     condition = gold_automation_condition(tenants)
     return [
         gold_asset(table, tenants, partitions_def, lookback, condition)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -50,7 +51,7 @@ class InTenantScope(AutomationCondition):
     def requires_cursor(self) -> bool:
         return False
 
-    def _covers(self, partition_key: str, domains: tuple[str, ...], today) -> bool:
+    def _covers(self, partition_key: str, domains: tuple[str, ...], today: dt.date) -> bool:
         day, tenant_key = split_key(partition_key)
         tenant = self._tenants.get(tenant_key)
         return tenant is not None and in_scope(tenant, domains, day, today)
@@ -81,7 +82,7 @@ def domains_by_asset_key() -> dict[AssetKey, tuple[str, ...]]:
 
 
 def gold_automation_condition(tenants: Sequence[Tenant]) -> AutomationCondition:
-    """eager() without its latest-time-window limit, its first-tick amnesty or its blind deps.
+    """Like eager(), minus its latest-window limit and first-tick reset, with tenant-aware deps.
 
     - pending: the partition became missing (on the first evaluation every missing partition
       counts as newly missing) or a dep was updated, and it has not been requested or
