@@ -5,19 +5,21 @@ import datetime as dt
 import pytest
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     AutomationConditionSensorDefinition,
     DagsterInstance,
     DefaultSensorStatus,
     Definitions,
+    build_sensor_context,
     evaluate_automation_conditions,
     instance_for_test,
 )
 from dagster._core.definitions.sensor_definition import SensorType
 
-from atlas_dagster.assets.gold import gold_assets, window_mapping
+from atlas_dagster.assets.gold import RECONCILES_RAW, gold_assets, window_mapping
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME
+from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME, gold_automation_sensor
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import liability_lookback_days
@@ -31,20 +33,21 @@ def day(n: int) -> dt.date:
     return dt.date(2026, 11, n)
 
 
+def raw_and_gold(tenants: list[Tenant]) -> list:
+    partitions_def = partitions_for(tenants)
+    return [
+        *raw_assets(tenants, partitions_def),
+        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK),
+    ]
+
+
 class Sensor:
     """Evaluates the gold conditions like the automation sensor does, carrying its cursor."""
 
     def __init__(
         self, clickhouse: ClickHouseResource, tenants: list[Tenant], instance: DagsterInstance
     ) -> None:
-        partitions_def = partitions_for(tenants)
-        self.defs = Definitions(
-            assets=[
-                *raw_assets(tenants, partitions_def),
-                *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK),
-            ],
-            resources={"clickhouse": clickhouse},
-        )
+        self.defs = Definitions(assets=raw_and_gold(tenants), resources={"clickhouse": clickhouse})
         self.clickhouse, self.tenants, self.instance = clickhouse, tenants, instance
         self.cursor = None
 
@@ -147,3 +150,27 @@ def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
     assert liability_lookback_days() == 90
     mapping = window_mapping(7).downstream_mappings_by_upstream_dimension["date"].partition_mapping
     assert (mapping.start_offset, mapping.end_offset) == (-6, 0)
+
+
+def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> None:
+    """The sensor's own tick (code-server evaluation), on raw recorded without a run."""
+    tenant = make_tenant(("casino",))
+    defs = Definitions(
+        assets=raw_and_gold([tenant]),
+        sensors=[gold_automation_sensor()],
+        resources={"clickhouse": clickhouse},
+    )
+    sensor = defs.resolve_sensor_def(GOLD_SENSOR_NAME)
+    partition = f"{day(3)}|{tenant.key}"
+    with instance_for_test() as instance:
+        instance.report_runless_asset_event(
+            AssetMaterialization("tbt_raw_events_casino", partition=partition)
+        )
+        context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        requests = sensor.evaluate_tick(context).run_requests
+    gold = {AssetKey("gold_ggr_daily"), AssetKey("gold_users_daily")}
+    assert {(k, r.partition_key) for r in requests for k in r.asset_selection} == {
+        (k, partition) for k in gold
+    }
+    checks = {(c.asset_key, c.name) for r in requests for c in r.asset_check_keys}
+    assert checks == {(k, RECONCILES_RAW) for k in gold}
