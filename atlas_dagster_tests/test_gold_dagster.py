@@ -3,6 +3,7 @@
 import datetime as dt
 
 from dagster import AssetKey, AssetSelection, Definitions, instance_for_test, materialize
+from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
 from atlas_dagster.assets import gold
 from atlas_dagster.assets.gold import RECONCILES_RAW, VERIFY_JOB_NAME, gold_assets, verify_gold_job
@@ -49,7 +50,8 @@ def test_a_range_runs_once_newest_first_and_a_failed_day_fails_alone(
         return replay_day(client, table, tenant_, day, lookback_days)
 
     monkeypatch.setattr(gold, "replay_day", replay_or_fail)
-    assets = gold_assets([tenant], partitions_for([tenant]), lookback_days=3)
+    partitions_def = partitions_for([tenant])
+    assets = gold_assets([tenant], partitions_def, lookback_days=3)
     with instance_for_test() as instance:
         result = materialize(
             assets,
@@ -68,6 +70,9 @@ def test_a_range_runs_once_newest_first_and_a_failed_day_fails_alone(
         assert [_partition(e) for e in checks] == newest_first
         assert all(e.event_specific_data.passed for e in checks)
         assert instance.get_materialized_partitions(GGR) == set(newest_first)
+        status = get_and_update_asset_status_cache_value(instance, GGR, partitions_def)
+        failed = status.deserialize_failed_partition_subsets(partitions_def)
+        assert set(failed.get_partition_keys()) == {f"{broken}|{tenant.key}"}
         [metadata] = [
             e.event_specific_data.materialization.metadata
             for e in _events(result, "ASSET_MATERIALIZATION")[:1]
