@@ -7,7 +7,8 @@ import pytest
 
 from atlas_dagster.gold.replay import reconcile_day, replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.resources.clickhouse import ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.gold_support import generated, gold_rows, load
 
@@ -121,9 +122,6 @@ EDGES = {
 @pytest.fixture(scope="module")
 def loaded(chdb_dsn, tmp_path_factory):
     """One tenant: generated rows plus edge rows on D1, D, D_NEXT, and sportsbook alone on D2."""
-    from atlas_dagster.resources.clickhouse import ClickHouseResource
-    from atlas_dagster.tenants import Tenant
-
     clickhouse = ClickHouseResource(dsn=chdb_dsn)
     exports = tmp_path_factory.mktemp("gold-metrics")
     tenant = Tenant("goldmetrics", "main", f"file://{exports}", D2, D_NEXT, tuple(EDGES))
