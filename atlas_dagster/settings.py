@@ -90,3 +90,17 @@ def check_load_limits() -> None:
     """Raises SettingsError for an out-of-range ATLAS_MAX_PARALLEL_INSERTS or ATLAS_RAMP_UP_DAYS."""
     parallel_inserts()
     ramp_up_days()
+
+
+DEFAULT_LIABILITY_LOOKBACK_DAYS = 90
+
+
+def liability_lookback_days() -> int:
+    """ATLAS_LIABILITY_LOOKBACK_DAYS: how many days of opened bets the liability counts."""
+    return _int_setting(
+        "ATLAS_LIABILITY_LOOKBACK_DAYS",
+        DEFAULT_LIABILITY_LOOKBACK_DAYS,
+        1,
+        3660,
+        "a lookback of bets opened within that many days",
+    )

@@ -1,0 +1,73 @@
+"""Test helpers for gold: load raw days, read gold rows as Python values, materialize raw."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+from dagster import AssetSelection, DagsterInstance, materialize
+
+from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.domains import DOMAINS
+from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.loading.inbound import load_day
+from atlas_dagster.partitions import partitions_for
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.tenants import Tenant
+
+# The grouping columns of each gold table besides the tenant and the day.
+GOLD_KEYS: dict[str, tuple[str, ...]] = {
+    "gold_ggr_daily": ("vertical", "currency"),
+    "gold_transactions_daily": ("currency",),
+    "gold_users_daily": (),
+    "gold_sportsbook_liability_daily": ("currency",),
+}
+
+
+def generated(tenant: Tenant, domain: str, day: dt.date, n: int = 40) -> list[dict]:
+    generate, _ = GENERATORS[domain]
+    return generate(random.Random(f"{tenant.key}-{domain}-{day}"), tenant, day, n)
+
+
+def load(
+    clickhouse: ClickHouseResource, tenant: Tenant, domain: str, day: dt.date, rows: list[dict]
+) -> None:
+    write_day(tenant, domain, day, rows)
+    load_day(clickhouse, tenant, DOMAINS[domain], day, "gold-test")
+
+
+def gold_rows(
+    clickhouse: ClickHouseResource, table: str, tenant: Tenant, day: dt.date
+) -> dict[tuple, dict]:
+    """The tenant-day's rows as readers see them (FINAL), keyed by the grouping columns."""
+    metrics = GOLD_TABLES[table].metrics
+    with clickhouse.session() as client:
+        result = client.query(
+            f"SELECT * FROM atlas.{table} FINAL WHERE organization_id = {{o:String}} "
+            "AND brand_id = {b:String} AND day = {d:Date}",
+            parameters={"o": tenant.organization_id, "b": tenant.brand_id, "d": day},
+        )
+    rows = [dict(zip(result.column_names, r, strict=True)) for r in result.result_rows]
+    return {tuple(r[k] for k in GOLD_KEYS[table]): {m: r[m] for m in metrics} for r in rows}
+
+
+def materialize_raw(
+    clickhouse: ClickHouseResource,
+    tenants: list[Tenant],
+    instance: DagsterInstance,
+    tenant: Tenant,
+    domain: str,
+    day: dt.date,
+    rows: list[dict] | None = None,
+) -> None:
+    """Writes the export and loads it through Dagster, so the instance records the partition."""
+    write_day(tenant, domain, day, rows if rows is not None else generated(tenant, domain, day, 5))
+    result = materialize(
+        raw_assets(tenants, partitions_for(tenants)),
+        selection=AssetSelection.assets(DOMAINS[domain].raw_table),
+        partition_key=f"{day.isoformat()}|{tenant.key}",
+        instance=instance,
+        resources={"clickhouse": clickhouse},
+    )
+    assert result.success

@@ -1,0 +1,176 @@
+"""The gold automation on a persistent instance, tick by tick, as raw lands through Dagster."""
+
+import datetime as dt
+
+import pytest
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AutomationConditionSensorDefinition,
+    DagsterInstance,
+    DefaultSensorStatus,
+    Definitions,
+    build_sensor_context,
+    evaluate_automation_conditions,
+    instance_for_test,
+)
+from dagster._core.definitions.sensor_definition import SensorType
+
+from atlas_dagster.assets.gold import RECONCILES_RAW, gold_assets, window_mapping
+from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME, gold_automation_sensor
+from atlas_dagster.partitions import partitions_for
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.settings import liability_lookback_days
+from atlas_dagster.tenants import Tenant
+from atlas_dagster_tests.gold_support import materialize_raw
+
+LOOKBACK = 3
+
+
+def day(n: int) -> dt.date:
+    return dt.date(2026, 11, n)
+
+
+def raw_and_gold(tenants: list[Tenant]) -> list:
+    partitions_def = partitions_for(tenants)
+    return [
+        *raw_assets(tenants, partitions_def),
+        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK),
+    ]
+
+
+class Sensor:
+    """Evaluates the gold conditions like the automation sensor does, carrying its cursor."""
+
+    def __init__(
+        self, clickhouse: ClickHouseResource, tenants: list[Tenant], instance: DagsterInstance
+    ) -> None:
+        self.defs = Definitions(assets=raw_and_gold(tenants), resources={"clickhouse": clickhouse})
+        self.clickhouse, self.tenants, self.instance = clickhouse, tenants, instance
+        self.cursor = None
+
+    def tick(self) -> dict[str, set[str]]:
+        """The gold partitions requested on this tick, by asset name (absent when none)."""
+        result = evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.cursor
+        )
+        self.cursor = result.cursor
+        requested = {
+            name: set(result.get_requested_partitions(AssetKey(name))) for name in GOLD_TABLES
+        }
+        return {name: keys for name, keys in requested.items() if keys}
+
+    def land(self, tenant: Tenant, domain: str, on: dt.date) -> None:
+        materialize_raw(self.clickhouse, self.tenants, self.instance, tenant, domain, on)
+
+
+def test_historical_day_is_requested_once_when_its_raw_lands(clickhouse, make_tenant) -> None:
+    full, casino_only = make_tenant(), make_tenant(("casino",))
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [full, casino_only], instance)
+        # Landed before the sensor's first evaluation: still requested on that first tick.
+        sensor.land(casino_only, "casino", day(3))
+        casino_day = f"{day(3)}|{casino_only.key}"
+        # A casino-only tenant never loads sportsbook, user or transactions: they do not block.
+        assert sensor.tick() == {"gold_ggr_daily": {casino_day}, "gold_users_daily": {casino_day}}
+        assert sensor.tick() == {}
+
+        full_day = f"{day(5)}|{full.key}"
+        sensor.land(full, "casino", day(5))
+        assert sensor.tick() == {}  # its sportsbook day is still missing
+        sensor.land(full, "sportsbook", day(5))
+        # Liability waits for 11-03 and 11-04; users for user and transactions.
+        assert sensor.tick() == {"gold_ggr_daily": {full_day}}
+        assert sensor.tick() == {}
+        sensor.land(full, "user", day(5))
+        sensor.land(full, "transactions", day(5))
+        assert sensor.tick() == {
+            "gold_users_daily": {full_day},
+            "gold_transactions_daily": {full_day},
+        }
+        assert sensor.tick() == {}
+
+
+def test_liability_is_requested_once_per_day_after_a_newest_first_load(
+    clickhouse, make_tenant
+) -> None:
+    tenant = make_tenant(("sportsbook",), start=day(1), end=day(5))
+
+    def key(n: int) -> str:
+        return f"{day(n)}|{tenant.key}"
+
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        assert sensor.tick() == {}
+        liability_by_tick = []
+        for n in (5, 4, 3, 2, 1):  # the raw backfill's order
+            sensor.land(tenant, "sportsbook", day(n))
+            requested = sensor.tick()
+            # The day's own gold is requested at once; transactions is never in scope.
+            assert requested.pop("gold_ggr_daily") == requested.pop("gold_users_daily") == {key(n)}
+            liability_by_tick.append(requested.pop("gold_sportsbook_liability_daily", set()))
+            assert requested == {}
+        # Day D waits for every in-scope raw day of [D - 2, D]; days 1 and 2 reach before the
+        # tenant's start, so only their in-window days count.
+        assert liability_by_tick == [set(), set(), {key(5)}, {key(4)}, {key(1), key(2), key(3)}]
+        assert sensor.tick() == {}
+
+        sensor.land(tenant, "sportsbook", day(2))  # a later reload of one raw day
+        assert sensor.tick() == {
+            "gold_ggr_daily": {key(2)},
+            "gold_users_daily": {key(2)},
+            "gold_sportsbook_liability_daily": {key(2), key(3), key(4)},
+        }
+        assert sensor.tick() == {}
+
+
+def test_the_code_location_runs_the_gold_sensor_by_default() -> None:
+    from atlas_dagster.definitions import defs
+
+    sensor = defs.resolve_sensor_def(GOLD_SENSOR_NAME)
+    assert isinstance(sensor, AutomationConditionSensorDefinition)
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    assert sensor.sensor_type == SensorType.AUTOMATION  # evaluated in the code server
+    graph = defs.resolve_asset_graph()
+    assert sensor.asset_selection.resolve(graph) == {AssetKey(name) for name in GOLD_TABLES}
+    for name in GOLD_TABLES:
+        assert graph.get(AssetKey(name)).automation_condition is not None
+
+
+def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
+    monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", "7")
+    assert liability_lookback_days() == 7
+    for bad in ("0", "-3", "ninety", "1.5"):
+        monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", bad)
+        with pytest.raises(ValueError, match="positive integer"):
+            liability_lookback_days()
+    monkeypatch.delenv("ATLAS_LIABILITY_LOOKBACK_DAYS")
+    assert liability_lookback_days() == 90
+    mapping = window_mapping(7).downstream_mappings_by_upstream_dimension["date"].partition_mapping
+    assert (mapping.start_offset, mapping.end_offset) == (-6, 0)
+
+
+def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> None:
+    """The sensor's own tick (code-server evaluation), on raw recorded without a run."""
+    tenant = make_tenant(("casino",))
+    defs = Definitions(
+        assets=raw_and_gold([tenant]),
+        sensors=[gold_automation_sensor()],
+        resources={"clickhouse": clickhouse},
+    )
+    sensor = defs.resolve_sensor_def(GOLD_SENSOR_NAME)
+    partition = f"{day(3)}|{tenant.key}"
+    with instance_for_test() as instance:
+        instance.report_runless_asset_event(
+            AssetMaterialization("tbt_raw_events_casino", partition=partition)
+        )
+        context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        requests = sensor.evaluate_tick(context).run_requests
+    gold = {AssetKey("gold_ggr_daily"), AssetKey("gold_users_daily")}
+    assert {(k, r.partition_key) for r in requests for k in r.asset_selection} == {
+        (k, partition) for k in gold
+    }
+    checks = {(c.asset_key, c.name) for r in requests for c in r.asset_check_keys}
+    assert checks == {(k, RECONCILES_RAW) for k in gold}
