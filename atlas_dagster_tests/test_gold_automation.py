@@ -22,7 +22,7 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME, gold_automation_sensor
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import liability_lookback_days
+from atlas_dagster.settings import SettingsError, liability_lookback_days
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.gold_support import materialize_raw
 
@@ -144,7 +144,7 @@ def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
     assert liability_lookback_days() == 7
     for bad in ("0", "-3", "ninety", "1.5"):
         monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", bad)
-        with pytest.raises(ValueError, match="positive integer"):
+        with pytest.raises(SettingsError, match="ATLAS_LIABILITY_LOOKBACK_DAYS"):
             liability_lookback_days()
     monkeypatch.delenv("ATLAS_LIABILITY_LOOKBACK_DAYS")
     assert liability_lookback_days() == 90
