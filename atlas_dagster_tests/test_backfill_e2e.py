@@ -240,7 +240,7 @@ def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
             parameters={"day": TAMPERED_DAY},
         )
 
-    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main")
+    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main", "--layer", "raw")
     assert verify.returncode == 1, verify.stdout + verify.stderr
     failing = _failing_days(verify.stdout)
     assert set(failing) == {str(BROKEN_DAY), str(MISSING_DAY), str(TAMPERED_DAY)}, verify.stdout
@@ -284,7 +284,7 @@ def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
         )
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
-    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main")
+    verify = _cli(stack, "verify", "--org", "recon", "--brand", "main", "--layer", "raw")
     assert verify.returncode == 0, verify.stdout
     assert f"{3 * len(_recon_days())} passed, 0 failed" in verify.stdout
     status = _recon_status(stack)

@@ -6,8 +6,10 @@ import argparse
 
 from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
 
+from atlas_dagster.assets.gold import RECONCILES_RAW
 from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.backfill import window_arguments
+from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import tenants_file
@@ -15,16 +17,28 @@ from atlas_dagster.tenants import load_tenants, tenant_by_key
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """One check-only run over the window (the UI shows each day's results); exit 1 on failure."""
+    """One check-only run over the window (the UI shows each day's results); exit 1 on failure.
+
+    Raw domains are named by their domain (casino), gold tables by their asset key.
+    """
     from atlas_dagster.definitions import build_definitions
 
     tenants = load_tenants(tenants_file())
     tenant = tenant_by_key(tenants, f"{args.org}.{args.brand}")
     domains = resolve_domains(tenant, args.domains.split(",") if args.domains else None)
     first, last = resolve_window(tenant, args.start, args.end)
-    check_keys = [
-        AssetCheckKey(AssetKey(d.raw_table), name) for d in domains for name in RAW_CHECK_NAMES
-    ]
+    check_keys = []
+    if args.layer in ("raw", "all"):
+        check_keys += [
+            AssetCheckKey(AssetKey(d.raw_table), name) for d in domains for name in RAW_CHECK_NAMES
+        ]
+    if args.layer in ("gold", "all"):
+        names = {d.name for d in domains}
+        check_keys += [
+            AssetCheckKey(AssetKey(table.name), RECONCILES_RAW)
+            for table in GOLD_TABLES.values()
+            if names & set(table.sources)
+        ]
     definitions = build_definitions()
     with DagsterInstance.get() as instance:
         result = materialize(
@@ -49,9 +63,9 @@ def run_verify(args: argparse.Namespace) -> int:
     for evaluation in evaluations:
         state = "ok  " if evaluation.passed else "FAIL"
         day = (evaluation.partition or "").split("|", 1)[0]
-        domain = evaluation.asset_key.to_user_string().removeprefix("tbt_raw_events_")
+        asset = evaluation.asset_key.to_user_string().removeprefix("tbt_raw_events_")
         detail = "" if evaluation.passed else f"  {evaluation.description}"
-        print(f"{state}  {day}  {domain:12}  {evaluation.check_name:18}{detail}")
+        print(f"{state}  {day}  {asset:31}  {evaluation.check_name:18}{detail}")
     checked_days = len({(e.partition, e.asset_key) for e in evaluations})
     passed = len(evaluations) - len(failed)
     print(f"{passed} passed, {len(failed)} failed over {checked_days} tenant-day(s)")
@@ -66,4 +80,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "verify", help="run the reconciliation checks of a tenant's days through Dagster"
     )
     window_arguments(verify, selections=False)
+    verify.add_argument(
+        "--layer",
+        choices=("raw", "gold", "all"),
+        default="all",
+        help="raw checks (log_completed, rows_reconcile, schema_conformance), gold's "
+        "gold_reconciles_raw, or both (default)",
+    )
     verify.set_defaults(run=run_verify)

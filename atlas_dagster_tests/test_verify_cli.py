@@ -1,0 +1,96 @@
+"""`atlas-dagster verify` runs raw and gold checks through a persistent Dagster instance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pytest
+from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
+
+from atlas_dagster.cli.main import main
+from atlas_dagster.definitions import build_definitions
+from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.settings import PROJECT_ROOT
+from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
+
+FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
+RANGE_TAGS = {
+    "dagster/asset_partition_range_start": f"{FIRST}|verify.main",
+    "dagster/asset_partition_range_end": f"{LAST}|verify.main",
+}
+
+
+@pytest.fixture
+def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseResource:
+    tenants_file = write_tenants(
+        tmp_path / "tenants.yaml",
+        [
+            {
+                "organization_id": "verify",
+                "brand_id": "main",
+                "source": f"file://{tmp_path / 'exports'}",
+                "start_date": FIRST.isoformat(),
+                "end_date": LAST.isoformat(),
+                "domains": ["transactions"],
+            }
+        ],
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    dsn = f"chdb://{tmp_path / 'clickhouse'}"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", dsn)
+    [tenant] = load_tenants(tenants_file)
+    for offset in range(2):
+        day = FIRST + dt.timedelta(days=offset)
+        rows = GENERATORS["transactions"][0](random.Random(str(day)), tenant, day, 120)
+        write_day(tenant, "transactions", day, rows)
+    assets = list(build_definitions().assets or [])
+    with DagsterInstance.get() as instance:
+        for selection in (
+            ["tbt_raw_events_transactions"],
+            ["gold_transactions_daily", "gold_users_daily"],
+        ):
+            result = materialize(
+                assets,
+                selection=selection,
+                instance=instance,
+                resources={"clickhouse": ClickHouseResource()},
+                tags=RANGE_TAGS,
+            )
+            assert result.success
+    return ClickHouseResource(dsn=dsn)
+
+
+def test_verify_passes_then_names_a_tampered_gold_day(verify_env, capsys) -> None:
+    assert main(["verify", "--org", "verify", "--brand", "main"]) == 0
+    passing = capsys.readouterr().out
+    assert f"ok    {LAST}  gold_transactions_daily" in passing
+    assert f"ok    {FIRST}  transactions" in passing
+    # 2 days × (3 raw checks + gold_transactions_daily + gold_users_daily)
+    assert "10 passed, 0 failed" in passing
+
+    with verify_env.session() as client:  # a gold row raw does not justify
+        client.command(
+            "INSERT INTO atlas.gold_transactions_daily (organization_id, brand_id, day, "
+            "currency, deposits_count, deposits_amount, withdrawals_count, withdrawals_amount, "
+            "net_deposits, computed_at, is_deleted) VALUES ('verify', 'main', {day:Date}, 'XXX', "
+            "1, 10, 0, 0, 10, now64(6), 0)",
+            parameters={"day": LAST},
+        )
+    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "gold"]) == 1
+    failing = capsys.readouterr().out
+    assert f"FAIL  {LAST}  gold_transactions_daily" in failing
+    assert f"ok    {FIRST}  gold_transactions_daily" in failing
+    assert "1 failed" in failing
+
+    with DagsterInstance.get() as instance:  # the results are the instance's, shown in the UI
+        key = AssetCheckKey(AssetKey("gold_transactions_daily"), "gold_reconciles_raw")
+        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+        assert record is not None
