@@ -18,12 +18,12 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $@
 
+# Demo exports, the schema, a raw backfill through a real webserver and daemon (newest day
+# first), gold filled in by automation, then the status table. Reuses `make dev` if it runs.
 demo: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/atlas-dagster demo-data
-	$(BIN)/atlas-dagster init-db
-	$(BIN)/atlas-dagster load --org demo --brand main
-	$(BIN)/atlas-dagster status
+	$(BIN)/atlas-dagster demo
 
+# The Dagster UI and daemon on http://127.0.0.1:3000, on the same embedded state.
 dev: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 

@@ -62,12 +62,13 @@ def _casino(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> list[di
         rows.append(
             _common(tenant, f"cas-{day:%Y%m%d}-{i}-o", "open", ts, user) | base | {"amount": stake}
         )
-        won = rng.random() < 0.45
+        # 40% of spins win 2.4x on average: a 96% return to player, a 4% house edge.
+        won = rng.random() < 0.40
         settle = min(
             ts + dt.timedelta(seconds=rng.randrange(1, 120)),
             dt.datetime.combine(day, dt.time(23, 59, 59, 999000), dt.UTC),
         )
-        payout = (stake * Decimal(rng.choice(["1.5", "2", "3", "10"]))) if won else Decimal("0")
+        payout = (stake * Decimal(rng.choice(["1.5", "2", "2.5", "3.6"]))) if won else Decimal("0")
         rows.append(
             _common(tenant, f"cas-{day:%Y%m%d}-{i}-s", "win" if won else "lose", settle, user)
             | base
@@ -106,9 +107,14 @@ def _sportsbook(rng: random.Random, tenant: Tenant, day: dt.date, n: int) -> lis
             | base
             | {"amount": stake, "potential_payout": potential, "odds": odds}
         )
-        outcome = rng.choices(["win", "lose", "cashout", None], [3, 5, 1, 2])[0]
-        if outcome is None:  # still open at the end of the day
+        # A bookmaker's margin: a bet at these odds wins with probability 0.93 / odds.
+        settled = rng.random()
+        if settled < 0.15:  # still open at the end of the day
             continue
+        if settled < 0.25:
+            outcome = "cashout"
+        else:
+            outcome = "win" if rng.random() < 0.93 / odds else "lose"
         amount = {
             "win": potential,
             "lose": Decimal("0"),

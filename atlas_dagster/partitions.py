@@ -29,11 +29,18 @@ class TenantDay:
 
 
 def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:
+    """Days from the earliest tenant start; they end with the latest tenant end, unless a tenant
+    has no end_date (its window grows by one day every day)."""
     start = min((t.start_date for t in tenants), default=dt.date(2026, 1, 1))
+    open_ended = not tenants or any(t.end_date is None for t in tenants)
+    # DailyPartitionsDefinition's end_date is exclusive.
+    end = None if open_ended else max(t.last_date() for t in tenants) + dt.timedelta(days=1)
     keys = [t.key for t in tenants] or ["none.none"]
     return MultiPartitionsDefinition(
         {
-            "date": DailyPartitionsDefinition(start_date=start.isoformat()),
+            "date": DailyPartitionsDefinition(
+                start_date=start.isoformat(), end_date=end.isoformat() if end else None
+            ),
             "tenant": StaticPartitionsDefinition(keys),
         }
     )

@@ -23,6 +23,7 @@ from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PRIORITY_TAG
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
+from atlas_dagster.cli.dagster_dev import DagsterStack, run_dagster_dev, write_tenants
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.orchestration.insert_timeline import insert_intervals, max_overlap
@@ -30,7 +31,6 @@ from atlas_dagster.orchestration.run_coordinator import HELD_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import DagsterStack, run_dagster_dev, write_tenants
 
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 10)
 DOMAINS = ("casino", "user")

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
 
+from atlas_dagster.cli.dagster_dev import write_tenants
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import write_tenants
 
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
 RANGE_TAGS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atlas_dagster.cli import backfill, verify
+from atlas_dagster.cli import backfill, demo, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
@@ -33,10 +33,11 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="atlas-dagster", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
     commands.add_parser("init-db", help="apply sql/schema (idempotent)").set_defaults(run=_init_db)
-    demo = commands.add_parser("demo-data", help="write the demo tenant's synthetic exports")
-    demo.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
-    demo.set_defaults(run=_demo_data)
+    demo_data = commands.add_parser("demo-data", help="write the demo tenant's synthetic exports")
+    demo_data.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
+    demo_data.set_defaults(run=_demo_data)
     backfill.register(commands)
+    demo.register(commands)
     verify.register(commands)
     add_status_command(commands)
     return root

@@ -1,4 +1,4 @@
-"""A real Dagster webserver and daemon (`dagster dev`) on loopback, on a temporary DAGSTER_HOME."""
+"""Runs `dagster dev` (webserver + daemon) on loopback: for the demo, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -53,22 +53,34 @@ def _ready(url: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def run_dagster_dev(
-    work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None
-) -> Iterator[DagsterStack]:
-    """Starts `dagster dev` (webserver + daemon) with the project's dagster.yaml; stops it after."""
+def isolated_env(work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None) -> dict:
+    """A new DAGSTER_HOME (with the project's dagster.yaml) and embedded engine under `work`."""
     home = work / "dagster_home"
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
-    port = free_port()
-    env = os.environ | {
+    return os.environ | {
         "DAGSTER_HOME": str(home),
         "ATLAS_TENANTS_FILE": str(tenants_file),
         "ATLAS_CLICKHOUSE_DSN": f"chdb://{work / 'clickhouse'}",
         **(extra_env or {}),
     }
-    log_path = work / "dagster-dev.log"
+
+
+@contextlib.contextmanager
+def run_dagster_dev(
+    work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[DagsterStack]:
+    """Starts `dagster dev` on a fresh instance and engine under `work`; stops it after."""
+    with serve(isolated_env(work, tenants_file, extra_env), work / "dagster-dev.log") as stack:
+        yield stack
+
+
+@contextlib.contextmanager
+def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Iterator[DagsterStack]:
+    """Starts `dagster dev` (webserver + daemon) with this environment; stops it after."""
+    port = port or free_port()
+    home = Path(env["DAGSTER_HOME"])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
         str(Path(sys.executable).parent / "dagster"),
         "dev",
