@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -44,6 +45,7 @@ BROKEN_DAY, MISSING_DAY, TAMPERED_DAY = (
     dt.date(2026, 11, 5),
     dt.date(2026, 11, 2),
 )
+CANCEL_FIRST, CANCEL_LAST = dt.date(2026, 9, 1), dt.date(2026, 10, 20)
 
 
 def _tenant_entry(org: str, work: Path, first: dt.date, last: dt.date, domains) -> dict:
@@ -89,12 +91,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
         [
             _tenant_entry("e2e", work, FIRST, LAST, DOMAINS),
             _tenant_entry("recon", work, RECON_FIRST, RECON_LAST, ["casino"]),
+            _tenant_entry("cancel", work, CANCEL_FIRST, CANCEL_LAST, ["casino"]),
         ],
     )
     tenants = {t.organization_id: t for t in load_tenants(tenants_file)}
     _write_days(tenants["e2e"], DOMAINS, FIRST, LAST)
     _write_days(tenants["recon"], ["casino"], RECON_FIRST, RECON_LAST, skip=(MISSING_DAY,))
     _write_broken_day(tenants["recon"], BROKEN_DAY)
+    _write_days(tenants["cancel"], ["casino"], CANCEL_FIRST, CANCEL_LAST)
     with run_dagster_dev(work, tenants_file, {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}) as running:
         yield running
 
@@ -293,3 +297,46 @@ def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
 
 def _recon_days() -> list[dt.date]:
     return [RECON_FIRST + dt.timedelta(days=i) for i in range((RECON_LAST - RECON_FIRST).days + 1)]
+
+
+def _log_rows(stack: DagsterStack, org: str) -> list[dict]:
+    clickhouse = ClickHouseResource(dsn=stack.env["ATLAS_CLICKHOUSE_DSN"])
+    with clickhouse.session() as client:
+        result = client.query(
+            "SELECT partition_date, status, error_message FROM atlas.backfill_log FINAL "
+            "WHERE organization_id = {org:String} ORDER BY partition_date",
+            parameters={"org": org},
+        )
+    return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
+
+
+def test_cancel_stops_queued_days_and_leaves_nothing_running(stack: DagsterStack) -> None:
+    launched = _cli(stack, "backfill", "--org", "cancel", "--brand", "main", "--url", stack.url)
+    assert launched.returncode == 0, launched.stderr
+    backfill_id = re.search(r"launched backfill (\w+)", launched.stdout).group(1)
+    deadline = time.monotonic() + BACKFILL_TIMEOUT_SECONDS
+    with DagsterInstance.from_config(str(stack.home)) as instance:
+        while True:  # let a few days load, then cancel mid-run
+            records = _backfill_runs(instance, backfill_id)
+            loaded = insert_intervals(instance, [r.dagster_run.run_id for r in records])
+            if len(loaded) >= 2:
+                break
+            assert time.monotonic() < deadline, stack.log_tail()
+            time.sleep(0.2)
+        canceled = _cli(stack, "cancel", backfill_id, "--url", stack.url)
+        assert canceled.returncode == 0, canceled.stdout + canceled.stderr
+        [record] = records
+        while not instance.get_run_by_id(record.dagster_run.run_id).is_finished:
+            assert time.monotonic() < deadline, stack.log_tail()
+            time.sleep(0.5)
+        run = instance.get_run_by_id(record.dagster_run.run_id)
+    assert run.status.value == "CANCELED"
+    rows = _log_rows(stack, "cancel")
+    all_days = (CANCEL_LAST - CANCEL_FIRST).days + 1
+    assert 2 <= len(rows) < all_days, "the cancel should land mid-run: days were left unstarted"
+    assert [r for r in rows if r["status"] == "running"] == []
+    for row in rows:
+        assert row["status"] == "completed" or "canceled" in row["error_message"], row
+    # What did load is the newest days, in one unbroken stretch back from the last day.
+    logged = sorted((r["partition_date"] for r in rows), reverse=True)
+    assert logged == [CANCEL_LAST - dt.timedelta(days=i) for i in range(len(logged))]

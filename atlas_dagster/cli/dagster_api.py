@@ -90,3 +90,19 @@ class DagsterApi:
         outcome = result["cancelPartitionBackfill"]
         if outcome["__typename"] != "CancelBackfillSuccess":
             raise DagsterApiError(f"cancel {backfill_id}: {outcome.get('message')}")
+
+    def unfinished_runs(self, backfill_id: str) -> list[str]:
+        """The backfill's runs still queued or in progress."""
+        run_filter = {
+            "tags": [{"key": "dagster/backfill", "value": backfill_id}],
+            "statuses": ["QUEUED", "NOT_STARTED", "STARTING", "STARTED"],
+        }
+        result = self.call("backfill_runs", {"filter": run_filter})["runsOrError"]
+        if result["__typename"] != "Runs":
+            raise DagsterApiError(f"runs of backfill {backfill_id}: {result.get('message')}")
+        return [run["runId"] for run in result["results"]]
+
+    def terminate_run(self, run_id: str) -> None:
+        outcome = self.call("terminate_run", {"runId": run_id})["terminateRun"]
+        if outcome["__typename"] != "TerminateRunSuccess":
+            raise DagsterApiError(f"terminate {run_id}: {outcome.get('message')}")

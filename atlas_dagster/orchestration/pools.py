@@ -70,15 +70,18 @@ def insert_slot(
     storage = instance.event_log_storage
     waiting = False
     try:
-        while not storage.claim_concurrency_slot(
-            INSERT_POOL, run_id, slot_key, priority
-        ).is_claimed:
+        while True:
+            # Checked before and after each claim, so a canceled run starts no new INSERT.
             if canceled.is_set():
-                raise ClaimCanceled(f"canceled while waiting for a slot of pool {INSERT_POOL}")
+                raise ClaimCanceled("the run was canceled before this INSERT took a slot")
+            if storage.claim_concurrency_slot(INSERT_POOL, run_id, slot_key, priority).is_claimed:
+                break
             if not waiting:
                 on_wait()
                 waiting = True
             time.sleep(CLAIM_POLL_SECONDS)
+        if canceled.is_set():
+            raise ClaimCanceled("the run was canceled before this INSERT started")
         yield
     finally:
         storage.free_concurrency_slot_for_step(run_id, slot_key)
