@@ -1,0 +1,114 @@
+"""The INSERT pool: seeded by the project, an operator's lower limit kept, above 4 refused."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from dagster import DagsterInstance, instance_for_test
+
+from atlas_dagster.definitions import build_definitions
+from atlas_dagster.orchestration.pools import (
+    INSERT_POOL,
+    ClaimCanceled,
+    PoolLimitError,
+    ensure_insert_pool,
+    insert_slot,
+)
+from atlas_dagster.settings import SettingsError, check_load_limits
+
+
+def _limit(instance: DagsterInstance) -> int | None:
+    return instance.event_log_storage.get_concurrency_info(INSERT_POOL).limit
+
+
+def test_a_fresh_instance_gets_the_projects_limit(monkeypatch) -> None:
+    monkeypatch.delenv("ATLAS_MAX_PARALLEL_INSERTS", raising=False)
+    with instance_for_test() as instance:
+        assert ensure_insert_pool(instance) == 3
+        assert _limit(instance) == 3
+    monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", "4")
+    with instance_for_test() as instance:
+        assert ensure_insert_pool(instance) == 4
+
+
+def test_an_operators_lower_limit_is_kept_and_a_limit_above_four_refused() -> None:
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
+        assert ensure_insert_pool(instance) == 2
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 6)
+        with pytest.raises(
+            PoolLimitError, match="allows 6 concurrent INSERTs, above the hard cap of 4"
+        ):
+            ensure_insert_pool(instance)
+
+
+def test_a_default_limit_above_four_is_refused() -> None:
+    with instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 8}}}) as instance:
+        assert instance.event_log_storage.initialize_concurrency_limit_to_default(INSERT_POOL)
+        with pytest.raises(PoolLimitError, match="above the hard cap of 4"):
+            ensure_insert_pool(instance)
+
+
+@pytest.mark.parametrize("value", ["5", "0", "three"])
+def test_a_configured_parallelism_outside_one_to_four_is_refused_at_load(
+    monkeypatch, value
+) -> None:
+    monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", value)
+    with pytest.raises(SettingsError, match="ATLAS_MAX_PARALLEL_INSERTS"):
+        check_load_limits()
+    with pytest.raises(SettingsError):
+        build_definitions()
+
+
+@pytest.mark.parametrize("value", ["2", "6"])
+def test_ramp_up_days_must_be_three_to_five(monkeypatch, value) -> None:
+    monkeypatch.setenv("ATLAS_RAMP_UP_DAYS", value)
+    with pytest.raises(SettingsError, match="between 3 and 5"):
+        check_load_limits()
+
+
+def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        canceled = threading.Event()
+        order: list[str] = []
+        with insert_slot(instance, "run-a", "held", 100, canceled, lambda: None):
+            waiters = [
+                threading.Thread(target=_take, args=(instance, key, priority, canceled, order))
+                for key, priority in (("older", 10), ("newer", 20))
+            ]
+            for waiter in waiters:
+                waiter.start()
+            _wait_for_pending(instance, 2)
+            assert order == []  # the one slot is held
+        for waiter in waiters:
+            waiter.join(timeout=10)
+        assert order == ["newer", "older"]
+
+
+def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        canceled = threading.Event()
+        with insert_slot(instance, "run-a", "held", 1, threading.Event(), lambda: None):
+            canceled.set()
+            with pytest.raises(ClaimCanceled):
+                with insert_slot(instance, "run-b", "waiting", 2, canceled, lambda: None):
+                    pass
+        info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
+        assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def _take(instance, key: str, priority: int, canceled, order: list[str]) -> None:
+    with insert_slot(instance, f"run-{key}", key, priority, canceled, lambda: None):
+        order.append(key)
+
+
+def _wait_for_pending(instance: DagsterInstance, count: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while len(instance.event_log_storage.get_concurrency_info(INSERT_POOL).pending_steps) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
