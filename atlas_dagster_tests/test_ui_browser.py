@@ -151,3 +151,12 @@ def test_backfill_launched_from_the_dialog_loads_newest_day_first(ui) -> None:
     # The ramp-up days run one at a time, so they also finish newest first; the rest may overlap.
     assert finished[:3] == sorted(days, reverse=True)[:3]
     assert sorted(finished) == days
+
+
+def test_the_ui_shows_lineage_from_raw_to_gold(ui) -> None:
+    stack, page = ui
+    page.goto(f"{stack.url}/assets/gold_ggr_daily?view=lineage")
+    page.get_by_text("tbt_raw_events_sportsbook").first.wait_for()
+    body = page.locator("body").inner_text()
+    _shot(page, "04-lineage-raw-to-gold")
+    assert "tbt_raw_events_casino" in body and "gold_ggr_daily" in body
