@@ -192,7 +192,9 @@ def count_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> i
 
 
 def clear_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> None:
-    if count_day(client, domain, tenant, day):
+    """Deletes the tenant-day's backfilled rows, if it has any (other ingestion paths stay)."""
+    present = sql.query("backfill_rows_exist", raw_table=domain.raw_table)
+    if int(client.command(present, parameters=_day_parameters(tenant, day))):
         client.command(
             sql.query("delete_day", raw_table=domain.raw_table),
             parameters=_day_parameters(tenant, day),

@@ -19,7 +19,7 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("ensure_schema", "schema digest check (DDL only when the schema files changed)"),
     ("previous_attempt", "the day's last attempt number from backfill_log"),
     ("log_running", "backfill_log: running"),
-    ("clear_day", "existence count, then DELETE of earlier backfilled rows if any"),
+    ("clear_day", "whether backfilled rows exist, then their DELETE if they do"),
     ("insert", "the INSERT statement through the Null table and the bridge MV"),
     ("count_day", "distinct events of the tenant-day in the raw table (FINAL)"),
     ("explain_difference", "only on a shortfall: the export's rows and distinct event_ids"),
