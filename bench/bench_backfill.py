@@ -8,12 +8,14 @@ Run with `.venv/bin/python -m bench.bench_backfill` (part of `make bench`). On o
   a fresh instance and a fresh embedded ClickHouse (schema applied first, as `init-db` does);
 * launches the backfill with `atlas-dagster backfill --wait` (one ranged run per tenant, as the
   project's backfill policy makes it), then --single-runs single-partition backfills through
-  GraphQL, one after another, each waiting for the previous to finish;
+  GraphQL, one after another, each launched once the previous one's run has finished (these
+  re-load days the backfill loaded, unless --skip-backfill);
 * reads back from the Dagster instance: every run's events (RUN_ENQUEUED, RUN_STARTING,
   RUN_START, STEP_START) and every day's materialization metadata (insert_started_at /
   insert_finished_at: when the day held its pool slot; insert_seconds: the INSERT statement;
   load_phases: wall and CPU seconds per phase);
-* polls /proc for the RSS of the run worker processes (`dagster api execute_run`).
+* polls /proc for the RSS of every process under `dagster dev`; a run's worker is the pid its
+  run logged ("Started process for run (pid: N)").
 
 Launch -> INSERT start is measured from the run's RUN_STARTING event (written when the daemon
 hands the dequeued run to the run launcher) to its first day's insert_started_at (pool slot held,
@@ -44,7 +46,6 @@ from bench.bench_load import _children_map, _rss_bytes
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 ORG, BRAND = "bench", "main"
-TENANT_KEY = f"{ORG}.{BRAND}"
 ALL_DOMAINS = ("user", "casino", "transactions", "sportsbook")
 MB = 1024 * 1024
 LAUNCH_TARGET_SECONDS = 3.5
@@ -656,7 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         "'statement' adds that day's session phases before its INSERT (load_phases)",
         "wall_basis": "backfill_timestamp (created) -> last insert_finished_at / "
         "backfill_end_timestamp",
-        "rss_basis": "peak RSS of each `dagster api execute_run` process, /proc polled every 0.2 s",
+        "rss_basis": "peak RSS of each run's worker process (the pid of its 'Started process "
+        "for run' event), /proc polled every 0.2 s",
         "reference_issue": REFERENCE_ISSUE,
         "exports": exports,
         **result,
