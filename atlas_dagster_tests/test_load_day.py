@@ -213,3 +213,33 @@ def test_out_of_scope_partitions_fail_at_once_without_log_row(clickhouse, make_t
         load_day(clickhouse, tenant, DOMAINS["user"], DAY, "r")
     assert log_row(clickhouse, tenant, "casino", dt.date(2026, 10, 31)) == {}
     assert log_row(clickhouse, tenant, "user", DAY) == {}
+
+
+def test_reload_clears_backfilled_rows_only(clickhouse, make_tenant) -> None:
+    """Rows of another ingestion path (ClickPipes) survive the clear that precedes a re-load."""
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant, n=40)
+    write_day(tenant, "casino", DAY, rows, files=1)
+    scalar(
+        clickhouse,
+        "INSERT INTO atlas.tbt_raw_events_casino (organization_id, brand_id, event_date, "
+        "event_id, event_type, event_timestamp, user_id, bet_id, game_id, amount, currency, "
+        "source_file, ingestion_path, ingested_at) VALUES ({o:String}, {b:String}, {d:Date}, "
+        "{e:String}, 'open', now64(6), 'u1', 'b1', 'slot-1', 1, 'BRL', '', 'realtime', "
+        "now64(6))",
+        o=tenant.organization_id,
+        b=tenant.brand_id,
+        d=DAY,
+        e=rows[0]["event_id"],
+    )
+    for run in ("r1", "r2"):
+        assert load_day(clickhouse, tenant, CASINO, DAY, run).rows_loaded == len(rows)
+    paths = scalar(
+        clickhouse,
+        "SELECT arrayStringConcat(arraySort(groupArray(ingestion_path)), ',') FROM ("
+        "SELECT ingestion_path FROM atlas.tbt_raw_events_casino WHERE organization_id = "
+        "{o:String} AND event_id = {e:String})",
+        o=tenant.organization_id,
+        e=rows[0]["event_id"],
+    )
+    assert paths == "backfill,realtime"

@@ -2,18 +2,25 @@
 
 Run with `.venv/bin/python -m bench.bench_load` (the `make bench` target). On the same data:
 
-* generates N days of >= 1M casino rows plus one 5M-row day (numpy/pyarrow, vectorised) as
+* generates N days of >= 1M casino rows plus one 5M-row day (atlas_dagster.bulk_exports) as
   several Parquet files per day in the export layout, and a tenants YAML for bench.main;
 * (a) pipeline: one `dagster asset materialize ... --partition "DAY|bench.main"` process per
-  day, under /usr/bin/time -v, with its process tree's RSS polled from /proc;
+  day, under /usr/bin/time -v, with its process tree's RSS polled from /proc; the day's fresh
+  chDB directory gets the schema first (`atlas-dagster init-db`, as a deployment does once and
+  as the bare run does before its timer; --fresh-schema leaves it to the step);
 * (b) bare engine: one python process per day that opens chDB on a fresh directory, applies
   the schema and runs INSERT INTO atlas.tbt_raw_events_casino SELECT ... FROM file(...).
 
 Throughput of the pipeline is given two ways: over the load step (backfill_log started_at ->
-updated_at of the 'completed' row: listing, footer checks, sample, clear, INSERT, count FINAL)
-and over the INSERT statement alone (timed in the step process by a sitecustomize hook that
-the benchmark writes into its own temporary directory). The bare figure is the INSERT alone.
-Results: a table on stdout and JSON in bench-results/bench.json.
+updated_at of the 'completed' row: engine lock and open, schema check, attempt, 'running' log,
+clear, INSERT, count FINAL; validation runs before it) and over the INSERT statement alone (timed
+in the step process by a sitecustomize hook that the benchmark writes into its own temporary
+directory). The bare figure is the INSERT alone. CPU seconds (user + system of the process,
+engine threads included) are reported too, as they are steadier than wall time on a shared
+machine: around the bare INSERT, and per phase of the pipeline's day from the materialization's
+load_phases metadata, with the process's timeline from its Dagster events. Results: tables on
+stdout and JSON in bench-results/bench.json. Each day's chDB directories are removed once it is
+measured (--keep-engines keeps them).
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from atlas_dagster.tenants import Tenant
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -93,84 +104,33 @@ def _day_plan(args: argparse.Namespace) -> list[tuple[dt.date, int]]:
     return plan
 
 
-def _day_dir(exports: Path, day: dt.date) -> Path:
-    return (
-        exports
-        / DOMAIN
-        / f"organization_id={ORG}"
-        / f"brand_id={BRAND}"
-        / f"year={day:%Y}"
-        / f"month={day:%m}"
-        / f"day={day:%d}"
+def bench_tenant(exports: Path, plan: list[tuple[dt.date, int]]) -> Tenant:
+    from atlas_dagster.tenants import Tenant
+
+    return Tenant(
+        ORG,
+        BRAND,
+        f"file://{exports}",
+        min(d for d, _ in plan),
+        max(d for d, _ in plan),
+        (DOMAIN,),
     )
-
-
-def _casino_chunk(day: dt.date, lo: int, hi: int, seed: int):
-    """Rows lo..hi of the day as an Arrow table with the export contract's schema."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from atlas_dagster.demo_data import CURRENCIES, arrow_table
-
-    schema = arrow_table(DOMAIN, []).schema
-    n = hi - lo
-    rng = np.random.default_rng([seed, day.toordinal(), lo])
-    index = pa.array(np.arange(lo, hi, dtype=np.int64))
-
-    def prefixed(prefix: str, values) -> pa.Array:
-        return pc.binary_join_element_wise(prefix, pc.cast(values, pa.string()), "")
-
-    def pick(choices, p=None) -> pa.Array:
-        return pa.array(list(choices)).take(pa.array(rng.choice(len(choices), n, p=p)))
-
-    day_ms = int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp() * 1000)
-    stamps = day_ms + rng.integers(0, 86_400_000, n, dtype=np.int64)
-    # decimal128(18, 4) built from its unscaled int128 values (whole cents, so scale 4 is exact).
-    unscaled = np.zeros((n, 2), dtype=np.int64)
-    unscaled[:, 0] = rng.integers(50, 20_000, n, dtype=np.int64) * 100
-    amount = pa.Array.from_buffers(
-        pa.decimal128(18, 4), n, [None, pa.py_buffer(unscaled.tobytes())]
-    )
-    columns = {
-        "event_id": prefixed(f"cas-{day:%Y%m%d}-", index),
-        "event_type": pick(("open", "win", "lose"), p=(0.5, 0.225, 0.275)),
-        "event_timestamp": pa.array(stamps, type=pa.timestamp("ms", tz="UTC")),
-        "organization_id": pa.repeat(ORG, n),
-        "brand_id": pa.repeat(BRAND, n),
-        "user_id": prefixed("u", pa.array(rng.integers(0, 200_000, n))),
-        "bet_id": prefixed(f"cb-{day:%Y%m%d}-", pc.divide(index, 2)),
-        "game_id": prefixed("slot-", pa.array(rng.integers(0, 40, n))),
-        "amount": amount,
-        "currency": pick(CURRENCIES),
-    }
-    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 def generate(exports: Path, plan: list[tuple[dt.date, int]], rows_per_file: int) -> list[dict]:
-    import pyarrow.parquet as pq
+    """The days' casino exports from atlas_dagster.bulk_exports, reused when already written."""
+    # Imported here: the bare worker process must not load the project (dagster) into its RSS.
+    from atlas_dagster.bulk_exports import ensure_bulk_day
 
+    tenant = bench_tenant(exports, plan)
     days = []
     for day, rows in plan:
-        folder = _day_dir(exports, day)
-        marker = folder / ".bench-rows"
-        files = -(-rows // rows_per_file)
-        if marker.exists() and marker.read_text() == f"{rows}/{files}":
-            print(f"  {day}: reusing {rows:,} rows in {files} files", flush=True)
-        else:
-            started = time.monotonic()
-            if folder.exists():
-                shutil.rmtree(folder)
-            folder.mkdir(parents=True)
-            for i in range(files):
-                lo, hi = i * rows_per_file, min(rows, (i + 1) * rows_per_file)
-                pq.write_table(_casino_chunk(day, lo, hi, seed=42), folder / f"part-{i}.parquet")
-            marker.write_text(f"{rows}/{files}")
-            print(
-                f"  {day}: wrote {rows:,} rows in {files} files "
-                f"({time.monotonic() - started:.1f}s)",
-                flush=True,
-            )
+        started = time.monotonic()
+        folder, reused = ensure_bulk_day(tenant, DOMAIN, day, rows, rows_per_file)
+        files = len(list(folder.glob("*.parquet")))
+        verb = "reusing" if reused else "wrote"
+        took = "" if reused else f" ({time.monotonic() - started:.1f}s)"
+        print(f"  {day}: {verb} {rows:,} rows in {files} files{took}", flush=True)
         size = sum(p.stat().st_size for p in folder.glob("*.parquet"))
         days.append(
             {
@@ -260,7 +220,7 @@ def _time_v_max_rss(path: Path) -> int | None:
 
 def run_measured(cmd: list[str], env: dict, cwd: Path, log: Path, timeout: float) -> dict:
     time_file = log.with_suffix(".time")
-    started = time.monotonic()
+    started, started_unix = time.monotonic(), time.time()
     with open(log, "w") as out:
         process = subprocess.Popen(
             ["/usr/bin/time", "-v", "-o", str(time_file), *cmd],
@@ -281,6 +241,7 @@ def run_measured(cmd: list[str], env: dict, cwd: Path, log: Path, timeout: float
     return {
         "returncode": code,
         "wall_seconds": time.monotonic() - started,
+        "started_at_unix": started_unix,
         "max_rss_time_v": _time_v_max_rss(time_file),
         "peak_tree_rss_polled": poller.peak_tree,
         "peak_process_rss_polled": poller.peak_single,
@@ -315,6 +276,17 @@ def run_pipeline(day: dict, work: Path, args: argparse.Namespace, base_env: dict
         "ATLAS_CLICKHOUSE_DSN": f"chdb://{ch_dir}",
         "BENCH_INSERT_TIMINGS": str(timings),
     }
+    if not args.fresh_schema:
+        # As the bare run does before its timer, and as a deployment does once (init-db): on a
+        # fresh engine directory ensure_schema would otherwise apply every DDL inside the step.
+        subprocess.run(
+            [str(VENV_BIN / "atlas-dagster"), "init-db"],
+            env=env,
+            cwd=args.project_root,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     partition = f"{day['day']}|{TENANT_KEY}"
     cmd = [
         str(VENV_BIN / "dagster"),
@@ -334,6 +306,8 @@ def run_pipeline(day: dict, work: Path, args: argparse.Namespace, base_env: dict
     inspected = _worker(
         ["_inspect", env["ATLAS_CLICKHOUSE_DSN"], day["day"]], env=env, cwd=args.project_root
     )
+    if not args.keep_engines:
+        shutil.rmtree(ch_dir, ignore_errors=True)
     inserts = (
         [json.loads(line) for line in timings.read_text().splitlines()]
         if (timings.exists())
@@ -342,18 +316,40 @@ def run_pipeline(day: dict, work: Path, args: argparse.Namespace, base_env: dict
     rows = inspected["rows_loaded"]
     load_s = inspected["load_step_seconds"]
     insert_s = inserts[-1]["seconds"] if inserts else None
+    insert_cpu = (inspected.get("phases") or {}).get("process_cpu_seconds", {}).get("insert")
     return (
         measured
         | inspected
         | {
             "insert_seconds": insert_s,
+            "insert_cpu_seconds": insert_cpu,
             "rows_per_s_load_step": rows / load_s,
             "rows_per_s_insert": rows / insert_s if insert_s else None,
+            "timeline": run_timeline(measured, inspected),
         }
     )
 
 
-def run_bare(day: dict, work: Path) -> dict:
+def run_timeline(measured: dict, inspected: dict) -> dict[str, float]:
+    """Seconds between the pipeline process's landmarks, from its launch to its exit."""
+    events = inspected.get("run_events") or {}
+    marks = [("process launched", measured["started_at_unix"])]
+    marks += [
+        (name, events[key])
+        for name, key in (
+            ("RUN_START", "RUN_START"),
+            ("STEP_START", "STEP_START"),
+            ("materialization", "ASSET_MATERIALIZATION"),
+            ("STEP_SUCCESS", "STEP_SUCCESS"),
+            ("RUN_SUCCESS", "RUN_SUCCESS"),
+        )
+        if key in events
+    ]
+    marks.append(("process exited", measured["started_at_unix"] + measured["wall_seconds"]))
+    return {f"{a} -> {b}": tb - ta for (a, ta), (b, tb) in zip(marks, marks[1:], strict=False)}
+
+
+def run_bare(day: dict, work: Path, keep_engines: bool) -> dict:
     ch_dir = work / "bare" / day["day"] / "clickhouse"
     if ch_dir.parent.exists():
         shutil.rmtree(ch_dir.parent)
@@ -370,10 +366,20 @@ def run_bare(day: dict, work: Path) -> dict:
     if measured["returncode"] != 0:
         raise RuntimeError(f"bare load failed:\n{Path(measured['log']).read_text()[-3000:]}")
     result = json.loads(Path(measured["log"]).read_text().strip().splitlines()[-1])
+    if not keep_engines:
+        shutil.rmtree(ch_dir, ignore_errors=True)
     return measured | result | {"rows_per_s_insert": result["rows"] / result["insert_seconds"]}
 
 
 # --------------------------------------------------------------------------- workers
+
+
+def _process_cpu() -> float:
+    """User + system CPU of this process, the embedded engine's threads included."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def worker_bare(dsn: str, glob: str) -> None:
@@ -389,9 +395,10 @@ def worker_bare(dsn: str, glob: str) -> None:
         f"INSERT INTO atlas.{ASSET} ({BARE_COLUMNS}) SELECT {BARE_SELECT} "
         f"FROM file('{glob}', 'Parquet') SETTINGS use_hive_partitioning = 0"
     )
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), _process_cpu()
     client.command(statement)
     insert_seconds = time.monotonic() - started
+    insert_cpu = _process_cpu() - cpu_started
     rows = int(client.command(f"SELECT count() FROM atlas.{ASSET}"))
     client.close()
     print(
@@ -399,6 +406,7 @@ def worker_bare(dsn: str, glob: str) -> None:
             {
                 "rows": rows,
                 "insert_seconds": insert_seconds,
+                "insert_cpu_seconds": insert_cpu,
                 "rss_before_insert": rss_before,
                 "statement": statement,
             }
@@ -426,6 +434,7 @@ def worker_inspect(dsn: str, day: str) -> None:
         event = instance.get_latest_materialization_event(AssetKey(ASSET))
         metadata = event.asset_materialization.metadata if event else {}
         partition = event.asset_materialization.partition if event else None
+        run_events = _run_events(instance, event.run_id) if event else {}
     from atlas_dagster.loading import inbound
 
     print(
@@ -441,9 +450,30 @@ def worker_inspect(dsn: str, day: str) -> None:
                 if "duration_seconds" in metadata
                 else None,
                 "materialization_partition": str(partition),
+                # Absent when --project-root is a copy of the project without load_phases.
+                "phases": metadata["load_phases"].value if "load_phases" in metadata else None,
+                "run_events": run_events,
             }
         )
     )
+
+
+def _run_events(instance, run_id: str) -> dict[str, float]:
+    """Unix time of the first event of each type that marks the run's timeline."""
+    from dagster import DagsterEventType
+
+    kinds = {
+        DagsterEventType.RUN_START,
+        DagsterEventType.STEP_START,
+        DagsterEventType.ASSET_MATERIALIZATION,
+        DagsterEventType.STEP_SUCCESS,
+        DagsterEventType.RUN_SUCCESS,
+    }
+    first: dict[str, float] = {}
+    for record in instance.get_records_for_run(run_id, of_type=kinds).records:
+        entry = record.event_log_entry
+        first.setdefault(entry.dagster_event.event_type.name, entry.timestamp)
+    return first
 
 
 # --------------------------------------------------------------------------- report
@@ -484,6 +514,83 @@ def summarize(results: list[dict]) -> None:
         "\nRSS pipe      = /usr/bin/time -v max RSS (largest process: the step subprocess);"
         "\n(tree)        = peak of the summed RSS of the dagster process tree (/proc polling)."
     )
+    summarize_cpu(results)
+    summarize_phases(results)
+    summarize_timelines(results)
+
+
+def _phase_cpu_total(pipeline: dict) -> float | None:
+    phases = (pipeline.get("phases") or {}).get("process_cpu_seconds")
+    return sum(phases.values()) if phases else None
+
+
+def summarize_cpu(results: list[dict]) -> None:
+    """CPU seconds are steadier than wall seconds on a machine shared with other work."""
+    print(
+        f"\n{'day':<10} {'rows':>10} | {'bare INSERT cpu s':>17} {'pipe INSERT cpu s':>17} "
+        f"{'pipe day cpu s':>14} | {'ratio cpu ins':>13} {'ratio cpu day':>13}"
+    )
+    for r in results:
+        p, b = r.get("pipeline") or {}, r.get("bare") or {}
+        bare_cpu, pipe_cpu, day_cpu = (
+            b.get("insert_cpu_seconds"),
+            p.get("insert_cpu_seconds"),
+            _phase_cpu_total(p),
+        )
+        print(
+            f"{r['day']:<10} {r['rows']:>10,} | {_secs(bare_cpu):>17} {_secs(pipe_cpu):>17} "
+            f"{_secs(day_cpu):>14} | {_ratio(bare_cpu, pipe_cpu):>13} "
+            f"{_ratio(bare_cpu, day_cpu):>13}"
+        )
+    print(
+        "\ncpu = user + system CPU of the process (engine threads included) during the INSERT,"
+        "\n      or, for 'pipe day', summed over every phase of the day (load_phases metadata);"
+        "\nratio cpu = bare cpu / pipeline cpu for the same rows (1.0 = no overhead)."
+    )
+
+
+def summarize_phases(results: list[dict]) -> None:
+    days = [r for r in results if (r.get("pipeline") or {}).get("phases")]
+    if not days:
+        return
+    from atlas_dagster.loading.phases import in_order
+
+    names: list[str] = []
+    for r in days:
+        for name in r["pipeline"]["phases"]["wall_seconds"]:
+            if name not in names:
+                names.append(name)
+    names = in_order(names)
+    print("\nphases of the pipeline's day (load_phases metadata): wall s / process CPU s")
+    print(f"{'phase':<20} " + " ".join(f"{r['day']:>19}" for r in days))
+    for name in names:
+        cells = []
+        for r in days:
+            phases = r["pipeline"]["phases"]
+            wall = phases["wall_seconds"].get(name)
+            cpu = phases["process_cpu_seconds"].get(name)
+            cells.append(f"{_secs(wall):>9}/{_secs(cpu):<9}")
+        print(f"{name:<20} " + " ".join(cells))
+
+
+def summarize_timelines(results: list[dict]) -> None:
+    days = [r for r in results if (r.get("pipeline") or {}).get("timeline")]
+    if not days:
+        return
+    print("\nthe pipeline process, launch to exit (wall s; Dagster event timestamps)")
+    steps = list(days[0]["pipeline"]["timeline"])
+    print(f"{'span':<38} " + " ".join(f"{r['day']:>10}" for r in days))
+    for step in steps:
+        cells = [_secs(r["pipeline"]["timeline"].get(step)) for r in days]
+        print(f"{step:<38} " + " ".join(f"{c:>10}" for c in cells))
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    return "-" if not numerator or not denominator else f"{numerator / denominator:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,6 +629,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-insert-hook", action="store_true", help="do not time the pipeline's INSERT alone"
+    )
+    parser.add_argument(
+        "--fresh-schema",
+        action="store_true",
+        help="do not apply the schema before the pipeline's run (its step then applies it)",
+    )
+    parser.add_argument(
+        "--keep-engines",
+        action="store_true",
+        help="keep each day's chDB directories in the workdir (they are as large as the data)",
     )
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results" / "bench.json")
     args = parser.parse_args(argv)
@@ -567,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"pipeline loaded {record['pipeline']['rows_loaded']} rows")
         if args.only in ("both", "bare") and not args.bare_from:
             print(f"bare     {day['day']} ({day['rows']:,} rows) ...", flush=True)
-            record["bare"] = run_bare(day, work)
+            record["bare"] = run_bare(day, work, args.keep_engines)
         elif earlier.get(day["day"]):
             record["bare"] = earlier[day["day"]]
         p, b = record.get("pipeline"), record.get("bare")
@@ -600,6 +717,11 @@ def main(argv: list[str] | None = None) -> int:
         },
         "rss_basis": "max_rss_time_v = /usr/bin/time -v Maximum resident set size (bytes)",
         "bare_statement_settings": "defaults + use_hive_partitioning = 0",
+        "pipeline_schema": "applied inside the step (--fresh-schema)"
+        if args.fresh_schema
+        else "applied before the run by atlas-dagster init-db, as the bare run applies it first",
+        "cpu_basis": "getrusage(RUSAGE_SELF) user+system of the loading process, engine threads "
+        "included: bare around its INSERT; pipeline per phase (load_phases metadata)",
         "days": results,
         "total_seconds": time.monotonic() - total_started,
     }

@@ -28,6 +28,7 @@ class DagsterStack:
     home: Path
     env: dict[str, str]
     log_path: Path
+    pid: int = 0  # the `dagster dev` process: its descendants are the daemon, servers and runs
 
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -100,7 +101,7 @@ def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Itera
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    stack = DagsterStack(f"http://127.0.0.1:{port}", home, env, log_path)
+    stack = DagsterStack(f"http://127.0.0.1:{port}", home, env, log_path, process.pid)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not _ready(stack.url):

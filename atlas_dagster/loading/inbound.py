@@ -15,6 +15,7 @@ from atlas_dagster import sql
 from atlas_dagster.domains import Column, Domain, Kind
 from atlas_dagster.exports.layout import DayExport, ExportSource, day_folder, split_s3_uri
 from atlas_dagster.loading import backfill_log
+from atlas_dagster.loading.phases import PhaseTimer
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.sample import check_sample
@@ -58,6 +59,7 @@ class DayLoad:
     insert_seconds: float
     query_id: str
     attempt: int
+    phases: PhaseTimer
 
 
 @dataclass
@@ -72,6 +74,8 @@ class PreparedDay:
     secrets: tuple[str, ...]
     prepared_at: float = field(default_factory=time.monotonic)
     query_id: str = field(default_factory=lambda: f"atlas-{uuid.uuid4()}")
+    # Validation's phases, then the load's and (through after_load) the checks'.
+    timer: PhaseTimer = field(default_factory=PhaseTimer)
 
 
 def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
@@ -188,7 +192,9 @@ def count_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> i
 
 
 def clear_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> None:
-    if count_day(client, domain, tenant, day):
+    """Deletes the tenant-day's backfilled rows, if it has any (other ingestion paths stay)."""
+    present = sql.query("backfill_rows_exist", raw_table=domain.raw_table)
+    if int(client.command(present, parameters=_day_parameters(tenant, day))):
         client.command(
             sql.query("delete_day", raw_table=domain.raw_table),
             parameters=_day_parameters(tenant, day),
@@ -214,12 +220,16 @@ def prepare_day(
     check_scope(tenant, domain, day)
     secrets: tuple[str, ...] = ()
     day_export: DayExport | None = None
+    timer = PhaseTimer()
     try:
         secrets = tenant.s3.credentials() or ()
         source = ExportSource(tenant)
-        day_export = source.list_day(domain.name, day)
-        day_schema = check_schema(day_export, domain, tenant, day)
-        check_sample(source, day_export, domain, tenant, day)
+        with timer.phase("list_and_footers"):
+            day_export = source.list_day(domain.name, day)
+        with timer.phase("check_schema"):
+            day_schema = check_schema(day_export, domain, tenant, day)
+        with timer.phase("check_sample"):
+            check_sample(source, day_export, domain, tenant, day)
     except Exception as exc:
         entry = backfill_log.LogEntry(
             tenant.organization_id, tenant.brand_id, domain.name, day, run_id
@@ -227,7 +237,7 @@ def prepare_day(
         entry.s3_path = day_export.day_uri if day_export else day_folder(tenant, domain.name, day)
         _log_failure(clickhouse, entry, exc, secrets)
         raise
-    return PreparedDay(tenant, domain, day, day_export, day_schema, secrets)
+    return PreparedDay(tenant, domain, day, day_export, day_schema, secrets, timer=timer)
 
 
 def insert_day(
@@ -240,7 +250,8 @@ def insert_day(
     """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
 
     `after_load(client, rows_loaded)` runs in the same engine session once 'completed' is logged
-    (the day's checks), so that a day costs one session and one count of the raw table.
+    (the day's checks), so that a day costs one session and one count of the raw table. Each
+    step's time goes to `prepared.timer`; insert_seconds is the INSERT statement alone.
     """
     tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
     day_export = prepared.day_export
@@ -250,19 +261,29 @@ def insert_day(
     entry.query_id = prepared.query_id
     cluster = clickhouse.resolved_cluster()
     statement, parameters = insert_statement(prepared, cluster)
-    with clickhouse.session() as client:
-        ensure_schema(client)
-        entry.attempt = backfill_log.previous_attempt(client, entry) + 1
-        backfill_log.write(client, entry, "running")
-        insert_started = time.monotonic()
+    timer = prepared.timer
+    with clickhouse.session(timer) as client:
+        with timer.phase("ensure_schema"):
+            ensure_schema(client)
+        with timer.phase("previous_attempt"):
+            entry.attempt = backfill_log.previous_attempt(client, entry) + 1
+        with timer.phase("log_running"):
+            backfill_log.write(client, entry, "running")
         try:
-            clear_day(client, domain, tenant, day)
-            client.command(statement, parameters=parameters, settings={"query_id": entry.query_id})
+            with timer.phase("clear_day"):
+                clear_day(client, domain, tenant, day)
+            insert_started = time.monotonic()
+            with timer.phase("insert"):
+                client.command(
+                    statement, parameters=parameters, settings={"query_id": entry.query_id}
+                )
             insert_seconds = time.monotonic() - insert_started
             if canceled is not None and canceled.is_set():
                 raise LoadCanceled("the Dagster run was canceled during the INSERT")
-            entry.rows_loaded = count_day(client, domain, tenant, day)
-            entry.duplicate_rows = _explain_difference(client, prepared, entry, cluster)
+            with timer.phase("count_day"):
+                entry.rows_loaded = count_day(client, domain, tenant, day)
+            with timer.phase("explain_difference"):
+                entry.duplicate_rows = _explain_difference(client, prepared, entry, cluster)
         except BaseException as exc:
             failure = exc
             if canceled is not None and canceled.is_set() and not isinstance(exc, LoadCanceled):
@@ -271,7 +292,8 @@ def insert_day(
             if failure is exc:
                 raise
             raise failure from exc
-        backfill_log.write(client, entry, "completed")
+        with timer.phase("log_completed"):
+            backfill_log.write(client, entry, "completed")
         if after_load is not None:
             after_load(client, entry.rows_loaded)
     return DayLoad(
@@ -285,6 +307,7 @@ def insert_day(
         insert_seconds=insert_seconds,
         query_id=entry.query_id,
         attempt=entry.attempt,
+        phases=timer,
     )
 
 

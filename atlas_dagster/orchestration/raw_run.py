@@ -39,6 +39,7 @@ from atlas_dagster.loading.inbound import (
     kill_insert,
     prepare_day,
 )
+from atlas_dagster.loading.phases import process_cpu_seconds
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.orchestration.pools import (
     ClaimCanceled,
@@ -211,20 +212,23 @@ class RawRun:
 
         def checks_in_session(client: Client, rows_loaded: int) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
-            result.progress = progress_metadata(client, work.tenant)
-            result.checks = day_outcomes(
-                client,
-                work.tenant,
-                work.domain,
-                day,
-                day_export.num_rows,
-                None,
-                len(day_export.files),
-                raw_events=rows_loaded,
-            )
+            with prepared.timer.phase("progress_metadata"):
+                result.progress = progress_metadata(client, work.tenant)
+            with prepared.timer.phase("checks"):
+                result.checks = day_outcomes(
+                    client,
+                    work.tenant,
+                    work.domain,
+                    day,
+                    day_export.num_rows,
+                    None,
+                    len(day_export.files),
+                    raw_events=rows_loaded,
+                )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
         try:
+            wait_started = (time.monotonic(), process_cpu_seconds())
             with insert_slot(
                 self.context.instance,
                 self.run_id,
@@ -233,6 +237,11 @@ class RawRun:
                 canceled,
                 on_wait=lambda: None,
             ):
+                prepared.timer.add(
+                    "slot_wait",
+                    time.monotonic() - wait_started[0],
+                    process_cpu_seconds() - wait_started[1],
+                )
                 mark_started()
                 result.insert_started_at = time.time()
                 try:
@@ -331,5 +340,7 @@ def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
         "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
         "clickhouse_query_id": MetadataValue.text(load.query_id),
         "attempt": MetadataValue.int(load.attempt),
+        # Where the day's time went (validation, engine session, INSERT, counts, checks).
+        "load_phases": MetadataValue.json(load.phases.as_json()),
         **result.progress,
     }

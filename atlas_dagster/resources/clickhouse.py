@@ -16,6 +16,7 @@ from clickhouse_connect.driver.client import Client
 from dagster import ConfigurableResource
 
 from atlas_dagster import sql
+from atlas_dagster.loading.phases import PhaseTimer
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
 
@@ -87,23 +88,24 @@ class ClickHouseResource(ConfigurableResource):
         return redact(text, (dsn_password(self.resolved_dsn()), *extra))
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[Client]:
-        """Holds the engine for one unit of work only; in embedded mode other processes wait."""
+    def session(self, timer: PhaseTimer | None = None) -> Iterator[Client]:
+        """Holds the engine for one unit of work only; in embedded mode other processes wait.
+
+        `timer` gets engine_lock_wait (embedded only), engine_open and engine_close.
+        """
+        timer = timer or PhaseTimer()
         dsn = self.resolved_dsn()
-        if not is_embedded(dsn):
-            client = clickhouse_connect.get_client(dsn=dsn)
+        with contextlib.ExitStack() as held:
+            if is_embedded(dsn):
+                with timer.phase("engine_lock_wait"):
+                    held.enter_context(_engine_lock(embedded_path(dsn), self.lock_wait_seconds))
+            with timer.phase("engine_open"):
+                client = clickhouse_connect.get_client(dsn=dsn)
             try:
                 yield client
             finally:
-                client.close()
-            return
-        data_dir = embedded_path(dsn)
-        with _engine_lock(data_dir, self.lock_wait_seconds):
-            client = clickhouse_connect.get_client(dsn=dsn)
-            try:
-                yield client
-            finally:
-                client.close()
+                with timer.phase("engine_close"):
+                    client.close()
 
 
 def apply_schema(client: Client) -> int:
