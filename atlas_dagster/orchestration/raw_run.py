@@ -41,6 +41,7 @@ from atlas_dagster.loading.inbound import (
 )
 from atlas_dagster.loading.phases import process_cpu_seconds
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
+from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.orchestration.pools import (
     ClaimCanceled,
     day_priority,
@@ -189,7 +190,9 @@ class RawRun:
             f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
         )
         for outcome in scheduler.run(
-            on_started=lambda w: self.context.log.info(f"INSERT started: {w.label}"),
+            on_started=lambda w: self.context.log.info(
+                f"INSERT started: {w.label} (worker {current_worker()})"
+            ),
             on_cancel=self._kill_in_flight,
         ):
             yield from self._report(outcome.result)
