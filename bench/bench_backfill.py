@@ -187,6 +187,18 @@ def init_db(env: dict[str, str]) -> None:
     )
 
 
+def stop_gold_automation(env: dict[str, str]) -> None:
+    """As the UI's toggle would: the raw backfill alone, without gold replays sharing the engine."""
+    subprocess.run(
+        [str(VENV_BIN / "dagster"), "sensor", "stop", "gold_after_raw", "-w", "workspace.yaml"],
+        env=env,
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
 def launch_backfill_cli(stack, tenant) -> tuple[str, float]:
     """`atlas-dagster backfill --wait` for the whole window; returns (backfill id, CLI seconds)."""
     command = [
@@ -578,6 +590,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--single-runs", type=int, default=8, help="single-day runs (0: none)")
     parser.add_argument("--skip-backfill", action="store_true", help="single-day runs only")
     parser.add_argument(
+        "--without-gold",
+        action="store_true",
+        help="stop the gold automation sensor first: in embedded mode gold replays share the "
+        "one engine with the raw INSERTs",
+    )
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=REPO_ROOT / ".bench-work" / "backfill",
@@ -626,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with run_dagster_dev(stack_dir, tenants_file) as stack:
             init_db(stack.env)
+            if args.without_gold:
+                stop_gold_automation(stack.env)
             rss = TreeRssByPid(stack.pid)
             rss.start()
             try:
@@ -652,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
             "domains": args.domains,
             "rows_per_file": args.rows_per_file,
             "single_runs": args.single_runs,
+            "gold_automation": not args.without_gold,
         },
         "launch_basis": "RUN_STARTING event -> first day's insert_started_at (pool slot held); "
         "'statement' adds that day's session phases before its INSERT (load_phases)",

@@ -156,24 +156,26 @@ def replay_tenant_days(
 ) -> Iterator[GoldEvent]:
     """The run's tenant-days newest first; a failed one fails alone, named at the end."""
     failed: list[str] = []
-    for tenant_day in tenant_days_newest_first(context.partition_keys):
-        try:
-            tenant = tenant_by_key(list(tenants), tenant_day.tenant_key)
-            if not in_scope(tenant, table.sources, tenant_day.partition_date):
-                # Never loaded, so never replayed: the partition stays missing, not failed.
-                context.log.warning(
-                    f"{table.name} {tenant_day.partition_key}: out of scope for tenant "
-                    f"{tenant.key} (domains {list(tenant.domains)}, window "
-                    f"{tenant.start_date}..{tenant.last_date()}); skipped"
+    # Embedded: one open engine for the run's tenant-days, handed over whenever another waits.
+    with clickhouse.kept_open():
+        for tenant_day in tenant_days_newest_first(context.partition_keys):
+            try:
+                tenant = tenant_by_key(list(tenants), tenant_day.tenant_key)
+                if not in_scope(tenant, table.sources, tenant_day.partition_date):
+                    # Never loaded, so never replayed: the partition stays missing, not failed.
+                    context.log.warning(
+                        f"{table.name} {tenant_day.partition_key}: out of scope for tenant "
+                        f"{tenant.key} (domains {list(tenant.domains)}, window "
+                        f"{tenant.start_date}..{tenant.last_date()}); skipped"
+                    )
+                    continue
+                yield from _tenant_day_events(
+                    context, clickhouse, table, tenant, tenant_day, lookback_days
                 )
-                continue
-            yield from _tenant_day_events(
-                context, clickhouse, table, tenant, tenant_day, lookback_days
-            )
-        except Exception as exc:
-            failed.append(tenant_day.partition_key)
-            message = clickhouse.redact(f"{type(exc).__name__}: {exc}")
-            context.log.error(f"{table.name} {tenant_day.partition_key} failed: {message}")
+            except Exception as exc:
+                failed.append(tenant_day.partition_key)
+                message = clickhouse.redact(f"{type(exc).__name__}: {exc}")
+                context.log.error(f"{table.name} {tenant_day.partition_key} failed: {message}")
     if failed:
         raise GoldReplayError(
             f"{table.name}: {len(failed)} tenant-day(s) failed: {', '.join(failed)}"

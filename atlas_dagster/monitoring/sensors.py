@@ -22,7 +22,8 @@ from atlas_dagster.monitoring.stale_loads import (
     fail_loads_of_run,
     sweep,
 )
-from atlas_dagster.resources.clickhouse import ClickHouseResource, EngineBusyError, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.embedded_engine import EngineBusyError
 from atlas_dagster.settings import stale_sweep_seconds
 
 # A tick must end well inside Dagster's sensor evaluation timeout (60 s), so a sensor waits for

@@ -189,13 +189,15 @@ class RawRun:
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
             f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
         )
-        for outcome in scheduler.run(
-            on_started=lambda w: self.context.log.info(
-                f"INSERT started: {w.label} (worker {current_worker()})"
-            ),
-            on_cancel=self._kill_in_flight,
-        ):
-            yield from self._report(outcome.result)
+        # Embedded: one open engine for the run's days, handed over whenever another waits.
+        with self.clickhouse.kept_open():
+            for outcome in scheduler.run(
+                on_started=lambda w: self.context.log.info(
+                    f"INSERT started: {w.label} (worker {current_worker()})"
+                ),
+                on_cancel=self._kill_in_flight,
+            ):
+                yield from self._report(outcome.result)
 
     def _execute(
         self, work: RawWork, canceled: threading.Event, mark_started
@@ -312,11 +314,12 @@ class RawRun:
                 self._report_checks(
                     work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
                 )
-        for work in works:
-            outcomes = outcomes_from_scratch(
-                self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date
-            )
-            self._report_checks(work, outcomes)
+        with self.clickhouse.kept_open():
+            for work in works:
+                outcomes = outcomes_from_scratch(
+                    self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date
+                )
+                self._report_checks(work, outcomes)
 
 
 def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:

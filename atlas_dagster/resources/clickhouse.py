@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import logging
-import time
+import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,13 @@ from dagster import ConfigurableResource
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
+from atlas_dagster.resources.embedded_engine import (
+    KeptEngine,
+    acquire_file_lock,
+    release_file_lock,
+)
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
-
-log = logging.getLogger("atlas_dagster.clickhouse")
-
-
-class EngineBusyError(TimeoutError):
-    """Another process held the embedded engine for longer than the bounded wait."""
 
 
 def is_embedded(dsn: str) -> bool:
@@ -39,33 +37,9 @@ def dsn_password(dsn: str) -> str | None:
     return urlparse(dsn).password
 
 
-@contextlib.contextmanager
-def _engine_lock(data_dir: Path, wait_seconds: float) -> Iterator[None]:
-    """chDB lets one process hold a data directory: queue behind an flock, bounded and logged."""
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = data_dir.parent / f"{data_dir.name}.lock"
-    with open(lock_path, "a+") as handle:
-        deadline = time.monotonic() + wait_seconds
-        waited_since: float | None = None
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if waited_since is None:
-                    waited_since = time.monotonic()
-                    log.info("embedded ClickHouse at %s is busy; waiting for it", data_dir)
-                if time.monotonic() > deadline:
-                    raise EngineBusyError(
-                        f"embedded ClickHouse at {data_dir} stayed busy for {wait_seconds:.0f}s"
-                    ) from None
-                time.sleep(0.2)
-        if waited_since is not None:
-            log.info("embedded ClickHouse free after %.1fs", time.monotonic() - waited_since)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+# Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
+_KEPT: dict[str, tuple[KeptEngine, int]] = {}
+_KEPT_GUARD = threading.Lock()
 
 
 class ClickHouseResource(ConfigurableResource):
@@ -95,10 +69,16 @@ class ClickHouseResource(ConfigurableResource):
         """
         timer = timer or PhaseTimer()
         dsn = self.resolved_dsn()
-        with contextlib.ExitStack() as held:
-            if is_embedded(dsn):
-                with timer.phase("engine_lock_wait"):
-                    held.enter_context(_engine_lock(embedded_path(dsn), self.lock_wait_seconds))
+        kept = _KEPT.get(dsn)
+        if kept is not None:
+            with kept[0].unit(timer.phase) as client:
+                yield client
+            return
+        handle = None
+        if is_embedded(dsn):
+            with timer.phase("engine_lock_wait"):
+                handle = acquire_file_lock(embedded_path(dsn), self.lock_wait_seconds)
+        try:
             with timer.phase("engine_open"):
                 client = clickhouse_connect.get_client(dsn=dsn)
             try:
@@ -106,6 +86,39 @@ class ClickHouseResource(ConfigurableResource):
             finally:
                 with timer.phase("engine_close"):
                     client.close()
+        finally:
+            if handle is not None:
+                release_file_lock(handle)
+
+    @contextlib.contextmanager
+    def kept_open(self) -> Iterator[None]:
+        """Within this scope the process keeps the embedded engine open between sessions, and
+        hands it to any other process waiting at the end of the current session (see
+        embedded_engine.py). A no-op against a server."""
+        dsn = self.resolved_dsn()
+        if not is_embedded(dsn):
+            yield
+            return
+        with _KEPT_GUARD:
+            engine, users = _KEPT.get(dsn) or (
+                KeptEngine(
+                    embedded_path(dsn),
+                    lambda: clickhouse_connect.get_client(dsn=dsn),
+                    self.lock_wait_seconds,
+                ),
+                0,
+            )
+            _KEPT[dsn] = (engine, users + 1)
+        try:
+            yield
+        finally:
+            with _KEPT_GUARD:
+                engine, users = _KEPT[dsn]
+                if users > 1:
+                    _KEPT[dsn] = (engine, users - 1)
+                else:
+                    del _KEPT[dsn]
+                    engine.close()
 
 
 def apply_schema(client: Client) -> int:
@@ -125,10 +138,18 @@ def schema_is_current(client: Client) -> bool:
     return client.command(sql.query("schema_digest")) == sql.schema_digest()
 
 
+# Sessions (a kept engine's lasts many units of work) already checked: the files cannot change
+# under a running process.
+_SCHEMA_CHECKED: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
 def ensure_schema(client: Client) -> None:
     """Applies the DDL when the database is new or the schema files changed since last time."""
+    if client in _SCHEMA_CHECKED:
+        return
     if not schema_is_current(client):
         apply_schema(client)
+    _SCHEMA_CHECKED.add(client)
 
 
 def query_rows(client: Client, text: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,75 @@
+"""The embedded engine: kept open between units of work, handed over when another process waits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from atlas_dagster.resources.clickhouse import ClickHouseResource, embedded_path
+from atlas_dagster.resources.embedded_engine import other_waiters
+
+WAITER = textwrap.dedent(
+    """
+    import sys, time
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    started = time.monotonic()
+    with ClickHouseResource(dsn=sys.argv[1], lock_wait_seconds=60).session() as client:
+        client.command("SELECT 1")
+    print(f"{time.monotonic() - started:.2f}")
+    """
+)
+
+
+def test_a_kept_engine_serves_many_sessions_with_one_open(tmp_path: Path) -> None:
+    clickhouse = ClickHouseResource(dsn=f"chdb://{tmp_path / 'engine'}")
+    with clickhouse.kept_open():
+        with clickhouse.session() as first:
+            first.command("SELECT 1")
+        with clickhouse.session() as second:
+            assert second is first  # not reopened: nobody else was waiting
+    with clickhouse.session() as fresh:
+        assert fresh is not first  # the scope closed it
+
+
+def test_a_waiting_process_gets_the_engine_after_the_current_unit(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'engine'}"
+    clickhouse = ClickHouseResource(dsn=dsn)
+    with clickhouse.kept_open():
+        with clickhouse.session() as client:
+            client.command("SELECT 1")
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", WAITER, dsn], stdout=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 30
+        while not other_waiters(embedded_path(dsn)):  # the other process is queued
+            assert time.monotonic() < deadline and waiter.poll() is None
+            time.sleep(0.05)
+        units_while_waiting = 0
+        while waiter.poll() is None:  # keep working: each unit ends with a handover check
+            with clickhouse.session() as client:
+                client.command("SELECT sleep(0.2)")
+            units_while_waiting += 1
+            assert time.monotonic() < deadline, "the waiting process never got the engine"
+        waited = float(waiter.stdout.read())
+        with clickhouse.session() as client:  # and the holder gets it back afterwards
+            assert client.command("SELECT 1") == 1
+    assert waiter.returncode == 0
+    assert units_while_waiting <= 3, units_while_waiting
+    assert waited < 10
+
+
+def test_waiter_entries_of_dead_processes_are_ignored(tmp_path: Path) -> None:
+    data_dir = tmp_path / "engine"
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    folder = data_dir.parent / f"{data_dir.name}.waiting"
+    folder.mkdir(parents=True)
+    (folder / f"{gone.stdout.strip()}-1").touch()
+    (folder / f"{os.getpid()}-1").touch()  # this process never counts as another waiter
+    assert other_waiters(data_dir) == set()
+    assert not (folder / f"{gone.stdout.strip()}-1").exists()
