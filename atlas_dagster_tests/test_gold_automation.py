@@ -174,3 +174,34 @@ def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> Non
     }
     checks = {(c.asset_key, c.name) for r in requests for c in r.asset_check_keys}
     assert checks == {(k, RECONCILES_RAW) for k in gold}
+
+
+def _start_raw_run(instance: DagsterInstance, partition_key: str):
+    """A run that planned a raw day and has not landed it yet: the day is in progress."""
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+    from dagster._core.storage.dagster_run import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    run = create_run_for_test(instance, job_name="raw_backfill", status=DagsterRunStatus.STARTED)
+    planned = DagsterEvent.build_asset_materialization_planned_event(
+        "raw_backfill",
+        "raw_events",
+        AssetMaterializationPlannedData(AssetKey("tbt_raw_events_casino"), partition=partition_key),
+    )
+    instance.report_dagster_event(planned, run_id=run.run_id)
+    return run
+
+
+def test_in_embedded_mode_a_tenants_gold_waits_while_its_raw_is_loading(
+    clickhouse, make_tenant
+) -> None:
+    loading, other = make_tenant(("casino",)), make_tenant(("casino",))
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [loading, other], instance)  # conftest: an embedded DSN
+        sensor.land(loading, "casino", day(5))
+        sensor.land(other, "casino", day(5))
+        run = _start_raw_run(instance, f"{day(4)}|{loading.key}")  # day 4 still loading
+        requested = sensor.tick()
+        assert requested["gold_ggr_daily"] == {f"{day(5)}|{other.key}"}
+        instance.report_run_canceled(run)  # the raw run is over
+        assert sensor.tick()["gold_ggr_daily"] == {f"{day(5)}|{loading.key}"}
