@@ -37,10 +37,9 @@ def clickhouse_cluster() -> str | None:
 
 def stale_sweep_seconds() -> int:
     """How often the stale-load sweep sensor runs (ATLAS_STALE_SWEEP_SECONDS, default 30)."""
-    raw = os.environ.get("ATLAS_STALE_SWEEP_SECONDS") or "30"
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"ATLAS_STALE_SWEEP_SECONDS={raw!r} must be a positive number of seconds")
-    return int(raw)
+    return _int_setting(
+        "ATLAS_STALE_SWEEP_SECONDS", 30, 1, 86_400, "seconds between two sweeps of stale loads"
+    )
 
 
 def tenants_file() -> Path:

@@ -23,6 +23,14 @@ def chdb_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_developer_instance() -> Iterator[None]:
+    """Tests never see the developer's DAGSTER_HOME: those that need an instance make their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("DAGSTER_HOME", raising=False)
+        yield
+
+
 @pytest.fixture
 def clickhouse(chdb_dsn: str) -> ClickHouseResource:
     return ClickHouseResource(dsn=chdb_dsn)

@@ -73,7 +73,7 @@ def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
         order: list[str] = []
-        with insert_slot(instance, "run-a", "held", 100, canceled, lambda: None):
+        with insert_slot(instance, "run-a", "held", 100, canceled):
             waiters = [
                 threading.Thread(target=_take, args=(instance, key, priority, canceled, order))
                 for key, priority in (("older", 10), ("newer", 20))
@@ -91,17 +91,17 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
-        with insert_slot(instance, "run-a", "held", 1, threading.Event(), lambda: None):
+        with insert_slot(instance, "run-a", "held", 1, threading.Event()):
             canceled.set()
             with pytest.raises(ClaimCanceled):
-                with insert_slot(instance, "run-b", "waiting", 2, canceled, lambda: None):
+                with insert_slot(instance, "run-b", "waiting", 2, canceled):
                     pass
         info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
         assert info.claimed_slots == [] and info.pending_steps == []
 
 
 def _take(instance, key: str, priority: int, canceled, order: list[str]) -> None:
-    with insert_slot(instance, f"run-{key}", key, priority, canceled, lambda: None):
+    with insert_slot(instance, f"run-{key}", key, priority, canceled):
         order.append(key)
 
 

@@ -70,11 +70,13 @@ def add_status_command(commands: argparse._SubParsersAction) -> None:
 
 @contextlib.contextmanager
 def _dagster_instance() -> Iterator[DagsterInstance | None]:
-    """Without DAGSTER_HOME there is no run to ask about: an ephemeral one would know none."""
-    if not os.environ.get("DAGSTER_HOME"):
+    """Without an instance there is no run to ask about: an ephemeral one would know none."""
+    home = os.environ.get("DAGSTER_HOME", "")
+    if not home or not os.path.isdir(home):
+        problem = "is not set" if not home else f"({home}) is not a directory yet"
         print(
-            "atlas-dagster: DAGSTER_HOME is not set; stale loads are judged by worker liveness "
-            "only",
+            f"atlas-dagster: DAGSTER_HOME {problem}; stale loads are judged by worker "
+            "liveness only",
             file=sys.stderr,
         )
         yield None

@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from dagster import DagsterInstance
 
@@ -64,11 +64,11 @@ def insert_slot(
     slot_key: str,
     priority: int,
     canceled: threading.Event,
-    on_wait: Callable[[], None],
 ) -> Iterator[None]:
-    """Holds one slot of the pool for one INSERT; waits its turn by priority, then creation."""
+    """Holds one slot of the pool for one INSERT; waits its turn by priority, then creation.
+
+    A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
     storage = instance.event_log_storage
-    waiting = False
     try:
         while True:
             # Checked before and after each claim, so a canceled run starts no new INSERT.
@@ -76,9 +76,6 @@ def insert_slot(
                 raise ClaimCanceled("the run was canceled before this INSERT took a slot")
             if storage.claim_concurrency_slot(INSERT_POOL, run_id, slot_key, priority).is_claimed:
                 break
-            if not waiting:
-                on_wait()
-                waiting = True
             time.sleep(CLAIM_POLL_SECONDS)
         if canceled.is_set():
             raise ClaimCanceled("the run was canceled before this INSERT started")

@@ -240,7 +240,6 @@ class RawRun:
                 slot_key,
                 day_priority(day),
                 canceled,
-                on_wait=lambda: None,
             ):
                 prepared.timer.add(
                     "slot_wait",
