@@ -19,6 +19,7 @@ WAITER = textwrap.dedent(
     started = time.monotonic()
     with ClickHouseResource(dsn=sys.argv[1], lock_wait_seconds=60).session() as client:
         client.command("SELECT 1")
+        open(sys.argv[2], "w").close()  # the holder counts its units until this appears
     print(f"{time.monotonic() - started:.2f}")
     """
 )
@@ -41,24 +42,29 @@ def test_a_waiting_process_gets_the_engine_after_the_current_unit(tmp_path: Path
     with clickhouse.kept_open():
         with clickhouse.session() as client:
             client.command("SELECT 1")
+        got_engine = tmp_path / "waiter-got-the-engine"
         waiter = subprocess.Popen(
-            [sys.executable, "-c", WAITER, dsn], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", WAITER, dsn, str(got_engine)], stdout=subprocess.PIPE, text=True
         )
         deadline = time.monotonic() + 30
         while not other_waiters(embedded_path(dsn)):  # the other process is queued
             assert time.monotonic() < deadline and waiter.poll() is None
             time.sleep(0.05)
-        units_while_waiting = 0
-        while waiter.poll() is None:  # keep working: each unit ends with a handover check
+        units_before_handover = 0
+        while True:  # keep working: each unit ends with a handover check
             with clickhouse.session() as client:
+                if got_engine.exists():  # this unit started after the waiter's
+                    break
                 client.command("SELECT sleep(0.2)")
-            units_while_waiting += 1
+            units_before_handover += 1
             assert time.monotonic() < deadline, "the waiting process never got the engine"
+        waiter.wait(timeout=30)
         waited = float(waiter.stdout.read())
         with clickhouse.session() as client:  # and the holder gets it back afterwards
             assert client.command("SELECT 1") == 1
     assert waiter.returncode == 0
-    assert units_while_waiting <= 3, units_while_waiting
+    # The unit running when the waiter was seen is the last one before the handover.
+    assert units_before_handover == 1, units_before_handover
     assert waited < 10
 
 

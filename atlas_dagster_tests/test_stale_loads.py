@@ -188,9 +188,10 @@ def test_run_failure_sensor_fails_the_runs_running_days(clickhouse, make_tenant)
     rows = log_rows(clickhouse, tenant)
     failed = rows[("user", DAYS[0])]
     assert failed["status"] == "failed"
+    worker = current_worker()
     assert failed["error_message"] == (
-        f"stale: Dagster run {run.run_id} ended with status FAILURE while this day was still "
-        f"'running'{TAIL}"
+        f"stale: Dagster run {run.run_id} (worker pid {worker.pid} on host {worker.host}) "
+        f"ended with status FAILURE while this day was still 'running'{TAIL}"
     )
     assert rows[("user", DAYS[1])]["status"] == "completed"
     assert rows[("user", DAYS[2])]["status"] == "running"

@@ -161,9 +161,19 @@ def sweep(
 
 def fail_loads_of_run(client: Client, run: DagsterRun) -> list[StaleLoad]:
     """A run that failed or was canceled loads nothing more: its 'running' days failed."""
-    reason = (
-        f"stale: Dagster run {run.run_id} ended with status {run.status.value} while this day "
-        "was still 'running'; the load stopped without logging its result"
-    )
-    stale = [StaleLoad(load, reason) for load in running_loads(client, run_id=run.run_id)]
+    stale = [
+        StaleLoad(load, _ended_run_reason(run, load))
+        for load in running_loads(client, run_id=run.run_id)
+    ]
     return [item for item in stale if mark_failed(client, item.load, item.reason)]
+
+
+def _ended_run_reason(run: DagsterRun, load: RunningLoad) -> str:
+    worker = parse_worker(load.worker)
+    # The worker named too: this path and the sweep's race for a killed run, and an operator
+    # looking for the process should not depend on which one wrote first.
+    where = f" (worker pid {worker.pid} on host {worker.host})" if worker is not None else ""
+    return (
+        f"stale: Dagster run {run.run_id}{where} ended with status {run.status.value} while "
+        "this day was still 'running'; the load stopped without logging its result"
+    )
