@@ -301,43 +301,28 @@ def run_events(instance, run_id: str) -> dict[str, float]:
     """Unix time of the first event of each RUN_EVENTS type in the run."""
     from dagster import DagsterEventType
 
-    kinds = {DagsterEventType[name] for name in RUN_EVENTS}
-    first: dict[str, float] = {}
-    for record in instance.get_records_for_run(run_id, of_type=kinds, limit=1000).records:
-        entry = record.event_log_entry
-        first.setdefault(entry.dagster_event.event_type.name, entry.timestamp)
-    return first
+    from atlas_dagster.orchestration.insert_timeline import first_event_times
+
+    return first_event_times(instance, run_id, [DagsterEventType[name] for name in RUN_EVENTS])
 
 
 def day_records(instance, run_id: str) -> list[dict[str, Any]]:
     """Every raw materialization of the run with the metadata the benchmark needs."""
-    from dagster import DagsterEventType
+    from atlas_dagster.orchestration.insert_timeline import insert_intervals
 
-    days, cursor = [], None
-    while True:
-        page = instance.get_records_for_run(
-            run_id, cursor=cursor, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1000
-        )
-        for record in page.records:
-            materialization = record.asset_materialization
-            metadata = materialization.metadata if materialization else {}
-            if "insert_started_at" not in metadata:
-                continue
-            days.append(
-                {
-                    "asset": materialization.asset_key.to_user_string(),
-                    "partition": materialization.partition,
-                    "run_id": run_id,
-                    "rows_loaded": int(metadata["rows_loaded"].value),
-                    "insert_started_at": float(metadata["insert_started_at"].value),
-                    "insert_finished_at": float(metadata["insert_finished_at"].value),
-                    "insert_seconds": float(metadata["insert_seconds"].value),
-                    "phases": metadata["load_phases"].value if "load_phases" in metadata else {},
-                }
-            )
-        if not page.has_more:
-            return days
-        cursor = page.cursor
+    return [
+        {
+            "asset": interval.asset_key,
+            "partition": interval.partition_key,
+            "run_id": interval.run_id,
+            "rows_loaded": interval.rows_loaded,
+            "insert_started_at": interval.started_at,
+            "insert_finished_at": interval.finished_at,
+            "insert_seconds": interval.insert_seconds,
+            "phases": interval.phases,
+        }
+        for interval in insert_intervals(instance, [run_id])
+    ]
 
 
 def _statement_start(day: dict[str, Any]) -> float:

@@ -462,18 +462,16 @@ def _run_events(instance, run_id: str) -> dict[str, float]:
     """Unix time of the first event of each type that marks the run's timeline."""
     from dagster import DagsterEventType
 
-    kinds = {
+    from atlas_dagster.orchestration.insert_timeline import first_event_times
+
+    kinds = [
         DagsterEventType.RUN_START,
         DagsterEventType.STEP_START,
         DagsterEventType.ASSET_MATERIALIZATION,
         DagsterEventType.STEP_SUCCESS,
         DagsterEventType.RUN_SUCCESS,
-    }
-    first: dict[str, float] = {}
-    for record in instance.get_records_for_run(run_id, of_type=kinds).records:
-        entry = record.event_log_entry
-        first.setdefault(entry.dagster_event.event_type.name, entry.timestamp)
-    return first
+    ]
+    return first_event_times(instance, run_id, kinds)
 
 
 # --------------------------------------------------------------------------- report

@@ -1,9 +1,10 @@
-"""Reads back when each tenant-day's INSERT ran, from the runs' materialization metadata."""
+"""Reads back a run's timeline: its events' times, and when each tenant-day's INSERT ran."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance
 
@@ -18,6 +19,8 @@ class InsertInterval:
     started_at: float
     finished_at: float
     insert_seconds: float
+    rows_loaded: int
+    phases: dict[str, Any] = field(default_factory=dict)  # the load_phases metadata
 
 
 def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[InsertInterval]:
@@ -43,12 +46,26 @@ def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[
                         float(metadata["insert_started_at"].value),
                         float(metadata["insert_finished_at"].value),
                         float(metadata["insert_seconds"].value),
+                        int(metadata["rows_loaded"].value),
+                        metadata["load_phases"].value if "load_phases" in metadata else {},
                     )
                 )
             if not page.has_more:
                 break
             cursor = page.cursor
     return sorted(intervals, key=lambda i: i.started_at)
+
+
+def first_event_times(
+    instance: DagsterInstance, run_id: str, event_types: Iterable[DagsterEventType]
+) -> dict[str, float]:
+    """Unix time of the first event of each of these types in the run, by type name."""
+    first: dict[str, float] = {}
+    records = instance.get_records_for_run(run_id, of_type=set(event_types), limit=1000).records
+    for record in records:
+        entry = record.event_log_entry
+        first.setdefault(entry.dagster_event.event_type.name, entry.timestamp)
+    return first
 
 
 def max_overlap(intervals: Iterable[InsertInterval]) -> int:
