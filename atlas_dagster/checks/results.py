@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dagster import AssetCheckSeverity, AssetKey, MetadataValue
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluation
+from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetKey, MetadataValue
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ from collections.abc import Iterator
 
 from dagster import DagsterInstance
 
+from atlas_dagster.dagster_internals import (
+    claim_pool_slot,
+    free_pool_slot,
+    pool_info,
+    set_pool_limit,
+    supports_pools,
+)
 from atlas_dagster.settings import INSERT_HARD_CAP, parallel_inserts
 
 INSERT_POOL = "atlas_insert"
@@ -36,14 +43,13 @@ def ensure_insert_pool(instance: DagsterInstance) -> int:
     An operator's own limit (`dagster instance concurrency set atlas_insert N`, or the UI) is kept
     when it is within the cap, so parallelism can be lowered live without a redeploy.
     """
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
+    if not supports_pools(instance):
         raise PoolLimitError(
             "this Dagster instance cannot hold pool limits (an ephemeral instance?): set "
             "DAGSTER_HOME to a persistent instance so that the cap of "
             f"{INSERT_HARD_CAP} INSERTs in parallel is enforced across runs"
         )
-    info = storage.get_concurrency_info(INSERT_POOL)
+    info = pool_info(instance, INSERT_POOL)
     if info.limit is not None and info.limit > INSERT_HARD_CAP:
         raise PoolLimitError(
             f"the Dagster pool {INSERT_POOL} allows {info.limit} concurrent INSERTs, above the "
@@ -52,7 +58,7 @@ def ensure_insert_pool(instance: DagsterInstance) -> int:
             f"{parallel_inserts()}` or in the UI's Concurrency page"
         )
     if info.limit is None or info.using_default_limit or info.slot_count == 0:
-        storage.set_concurrency_slots(INSERT_POOL, parallel_inserts())
+        set_pool_limit(instance, INSERT_POOL, parallel_inserts())
         return parallel_inserts()
     return info.limit
 
@@ -68,17 +74,16 @@ def insert_slot(
     """Holds one slot of the pool for one INSERT; waits its turn by priority, then creation.
 
     A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
-    storage = instance.event_log_storage
     try:
         while True:
             # Checked before and after each claim, so a canceled run starts no new INSERT.
             if canceled.is_set():
                 raise ClaimCanceled("the run was canceled before this INSERT took a slot")
-            if storage.claim_concurrency_slot(INSERT_POOL, run_id, slot_key, priority).is_claimed:
+            if claim_pool_slot(instance, INSERT_POOL, run_id, slot_key, priority):
                 break
             time.sleep(CLAIM_POLL_SECONDS)
         if canceled.is_set():
             raise ClaimCanceled("the run was canceled before this INSERT started")
         yield
     finally:
-        storage.free_concurrency_slot_for_step(run_id, slot_key)
+        free_pool_slot(instance, run_id, slot_key)

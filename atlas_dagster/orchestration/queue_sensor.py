@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import time
 
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, sensor
-from dagster._core.execution.backfill import BulkActionStatus
-from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
-from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster import (
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunsFilter,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
+)
 
+from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, backfill_is_requested
 from atlas_dagster.orchestration.run_coordinator import (
     HELD_TAG,
     release_backfill,
@@ -41,8 +46,7 @@ def release_held_backfill_runs(context: SensorEvaluationContext) -> SkipReason:
         if backfill_id and release_if_fully_submitted(instance, backfill_id):
             released.append(backfill_id)
             continue
-        backfill = instance.get_backfill(backfill_id) if backfill_id else None
-        stopped = backfill is None or backfill.status != BulkActionStatus.REQUESTED
+        stopped = not (backfill_id and backfill_is_requested(instance, backfill_id))
         if stopped or time.time() - created > HOLD_TIMEOUT_SECONDS:
             release_backfill(instance, backfill_id, "the backfill stopped submitting runs")
             released.append(backfill_id)

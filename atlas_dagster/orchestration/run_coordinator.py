@@ -15,17 +15,25 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance, DagsterRun
-from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
-from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
-from dagster._core.storage.tags import (
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    QueuedRunCoordinator,
+    RunsFilter,
+    SubmitRunContext,
+)
+
+from atlas_dagster.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
     PRIORITY_TAG,
+    backfill_target_partitions,
+    coordinator_instance,
 )
-
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.orchestration.pools import day_priority
 from atlas_dagster.partitions import partitions_for
@@ -92,14 +100,13 @@ def backfill_tags(run: DagsterRun) -> dict[str, str]:
 def expected_raw_runs(instance: DagsterInstance, backfill_id: str) -> int | None:
     """How many raw runs the backfill submits: one per partition range of each group of raw
     assets sharing a partition selection, as Dagster's single-run backfill policy splits them."""
-    backfill = instance.get_backfill(backfill_id)
-    if backfill is None or backfill.asset_backfill_data is None:
+    target = backfill_target_partitions(instance, backfill_id)
+    if target is None:
         return None
     partitions_def = partitions_for(load_tenants(tenants_file()))
-    target = backfill.asset_backfill_data.target_subset
     groups = {
         frozenset(subset.get_partition_keys())
-        for asset_key, subset in target.partitions_subsets_by_asset_key.items()
+        for asset_key, subset in target.items()
         if asset_key in RAW_ASSET_KEYS
     }
     return sum(
@@ -153,12 +160,12 @@ class AtlasRunCoordinator(QueuedRunCoordinator):
         run = context.dagster_run
         tags = priority_tags(run) | backfill_tags(run)
         if tags:
-            self._instance.add_run_tags(run.run_id, tags)
+            coordinator_instance(self).add_run_tags(run.run_id, tags)
         submitted = super().submit_run(context)
         backfill_id = run.tags.get(BACKFILL_ID_TAG)
         if HELD_TAG in tags and backfill_id:
             try:
-                release_if_fully_submitted(self._instance, backfill_id)
+                release_if_fully_submitted(coordinator_instance(self), backfill_id)
             except Exception:  # the sweep sensor releases what this could not
                 log.exception("could not check whether backfill %s is fully queued", backfill_id)
         return submitted
