@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import time
 
+from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.dagster_api import (
     FINISHED_BACKFILL_STATUSES,
     DagsterApi,
@@ -15,15 +17,19 @@ from atlas_dagster.orchestration.backfill_plan import (
     BackfillPlan,
     DaySize,
     Estimate,
+    FleetPlan,
+    build_fleet_plan,
     build_plan,
     estimate_duration,
     export_sizes,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import tenants_file
-from atlas_dagster.tenants import Tenant, load_tenants, tenant_by_key
+from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 
 WAIT_POLL_SECONDS = 2.0
+FINISHED_RUN_STATUSES = {"SUCCESS", "FAILURE", "CANCELED"}
+RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def _date(value: str) -> dt.date:
@@ -100,7 +106,58 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         )
 
 
+def print_fleet_plan(plan: FleetPlan) -> None:
+    total = sum(plan.tenant_days(t) for t in plan.tenants)
+    print(
+        f"fleet plan: {len(plan.tenants)} tenant(s), {plan.start}..{plan.end}, "
+        f"{', '.join(d.name for d in plan.domains)}: {total} tenant-day-domain(s) in one run, "
+        "newest day first across the fleet (every tenant's day before anyone's older day), "
+        "each tenant ramping up on its own newest days"
+    )
+    for tenant in plan.tenants:
+        print(f"  {tenant.key:40}  {plan.tenant_days(tenant):>7} tenant-day-domain(s)")
+
+
+def run_fleet_backfill(args: argparse.Namespace) -> int:
+    """One ranged run over every tenant's days, so that one scheduler orders the whole fleet."""
+    if args.only_missing or args.only_failed:
+        raise TenantConfigError(
+            "--only-missing / --only-failed select scattered days of one tenant: run them per "
+            "tenant with --org/--brand (a fleet run loads the whole window)"
+        )
+    domains = args.domains.split(",") if args.domains else None
+    plan = build_fleet_plan(load_tenants(tenants_file()), domains, args.start, args.end)
+    print_fleet_plan(plan)
+    if args.dry_run:
+        return 0
+    api = DagsterApi(args.url)
+    run_id = api.launch_ranged_run(
+        [d.raw_table for d in plan.domains],
+        {d.raw_table: list(RAW_CHECK_NAMES) for d in plan.domains},
+        plan.partition_range,
+        {"atlas/fleet": f"{plan.start}..{plan.end}"},
+    )
+    print(f"launched fleet run {run_id}")
+    print(f"follow or cancel it at {api.url}/runs/{run_id} (atlas-dagster cancel {run_id})")
+    return wait_for_run(api, run_id) if args.wait else 0
+
+
+def wait_for_run(api: DagsterApi, run_id: str) -> int:
+    status = api.run_status(run_id)
+    while status not in FINISHED_RUN_STATUSES:
+        time.sleep(WAIT_POLL_SECONDS)
+        status = api.run_status(run_id)
+    print(f"run {run_id} {status}")
+    return 0 if status == "SUCCESS" else 1
+
+
 def run_backfill(args: argparse.Namespace) -> int:
+    if args.all_tenants:
+        if args.org or args.brand:
+            raise TenantConfigError("--all-tenants takes every tenant: drop --org/--brand")
+        return run_fleet_backfill(args)
+    if not (args.org and args.brand):
+        raise TenantConfigError("name a tenant with --org and --brand, or pass --all-tenants")
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
@@ -134,8 +191,13 @@ def wait_for(api: DagsterApi, backfill_id: str) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancels the backfill and terminates its runs now, rather than at the daemon's next pass:
-    queued days never start, an INSERT in flight is stopped and logged failed."""
+    queued days never start, an INSERT in flight is stopped and logged failed. A run id (a fleet
+    run) is terminated the same way."""
     api = DagsterApi(args.url)
+    if RUN_ID_RE.match(args.backfill_id):
+        api.terminate_run(args.backfill_id)
+        print(f"terminated run {args.backfill_id}")
+        return 0
     api.cancel_backfill(args.backfill_id)
     runs = api.unfinished_runs(args.backfill_id)
     for run_id in runs:
@@ -173,9 +235,18 @@ def run_load(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-def window_arguments(command: argparse.ArgumentParser, selections: bool = True) -> None:
-    command.add_argument("--org", required=True)
-    command.add_argument("--brand", required=True)
+def window_arguments(
+    command: argparse.ArgumentParser, selections: bool = True, fleet: bool = False
+) -> None:
+    """--org/--brand name the tenant; with `fleet`, --all-tenants may replace them."""
+    command.add_argument("--org", required=not fleet)
+    command.add_argument("--brand", required=not fleet)
+    if fleet:
+        command.add_argument(
+            "--all-tenants",
+            action="store_true",
+            help="every tenant of the tenants file in one run, newest day first across the fleet",
+        )
     command.add_argument("--domains", help="comma-separated (default: the tenant's domains)")
     command.add_argument("--start", type=_date, help="oldest day (default: the tenant's start)")
     command.add_argument("--end", type=_date, help="newest day (default: the tenant's last day)")
@@ -196,13 +267,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         "backfill",
         help="launch a backfill of a tenant's raw days through the running Dagster instance",
     )
-    window_arguments(backfill)
+    window_arguments(backfill, fleet=True)
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, launch nothing")
     backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
     backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")
     backfill.set_defaults(run=run_backfill)
-    cancel = commands.add_parser("cancel", help="cancel a backfill and terminate its runs")
-    cancel.add_argument("backfill_id")
+    cancel = commands.add_parser(
+        "cancel", help="cancel a backfill and terminate its runs (or terminate a fleet run)"
+    )
+    cancel.add_argument("backfill_id", help="a backfill id, or the run id of a fleet run")
     cancel.add_argument("--url", default=default_url(), help="the Dagster webserver")
     cancel.set_defaults(run=run_cancel)
     load = commands.add_parser(

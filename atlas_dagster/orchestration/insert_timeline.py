@@ -21,6 +21,7 @@ class InsertInterval:
     insert_seconds: float
     rows_loaded: int
     phases: dict[str, Any] = field(default_factory=dict)  # the load_phases metadata
+    dispatched_at: float | None = None  # when the run's scheduler handed the day to a worker
 
 
 def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[InsertInterval]:
@@ -48,6 +49,9 @@ def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[
                         float(metadata["insert_seconds"].value),
                         int(metadata["rows_loaded"].value),
                         metadata["load_phases"].value if "load_phases" in metadata else {},
+                        float(metadata["dispatched_at"].value)
+                        if "dispatched_at" in metadata
+                        else None,
                     )
                 )
             if not page.has_more:

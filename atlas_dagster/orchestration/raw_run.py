@@ -84,6 +84,8 @@ class RawResult:
     load: DayLoad | None = None
     error: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
+    # When the scheduler handed the day to a worker: the fleet order is judged from it.
+    dispatched_at: float = field(default_factory=time.time)
     insert_started_at: float | None = None
     insert_finished_at: float | None = None
     progress: dict[str, MetadataValue] = field(default_factory=dict)
@@ -99,11 +101,20 @@ def domains_by_key(keys: set[AssetKey]) -> list[Domain]:
 
 def plan_works(
     tenants: list[Tenant], domains: list[Domain], partition_keys: list[str]
-) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]]]:
-    """Works in order (newest day, tenant, domain), and (work, partition, reason) refused ones."""
+) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]], int]:
+    """Works in order (newest day, tenant, domain), (work, partition, reason) refused ones, and
+    how many were skipped.
+
+    A range over several tenants (a fleet run) is a rectangle of dates × tenants, so it covers
+    days outside some tenants' windows or domains they do not list: those are skipped, not
+    failed. A run of one tenant names its days explicitly: they are refused.
+    """
     works: list[RawWork] = []
     refused: list[tuple[RawWork | None, str, str]] = []
-    for tenant_day in tenant_days_newest_first(partition_keys):
+    skipped = 0
+    tenant_days = tenant_days_newest_first(partition_keys)
+    fleet = len({d.tenant_key for d in tenant_days}) > 1
+    for tenant_day in tenant_days:
         try:
             tenant = tenant_by_key(tenants, tenant_day.tenant_key)
         except TenantConfigError as exc:
@@ -114,10 +125,13 @@ def plan_works(
             try:
                 check_scope(tenant, domain, tenant_day.partition_date)
             except PartitionOutOfScope as exc:
-                refused.append((work, tenant_day.partition_key, str(exc)))
+                if fleet:
+                    skipped += 1
+                else:
+                    refused.append((work, tenant_day.partition_key, str(exc)))
                 continue
             works.append(work)
-    return works, refused
+    return works, refused, skipped
 
 
 class RawRun:
@@ -162,7 +176,12 @@ class RawRun:
     def _load(
         self, domains: list[Domain], partition_keys: list[str]
     ) -> Iterator[AssetMaterialization]:
-        works, refused = plan_works(self.tenants, domains, partition_keys)
+        works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
+        if skipped:
+            self.context.log.info(
+                f"skipped {skipped} tenant-day(s) of this fleet range outside their tenant's "
+                "window or domains"
+            )
         for work, partition_key, reason in refused:
             self.context.log.error(f"refused {partition_key}: {reason}")
             label = work.label if work else partition_key
@@ -307,7 +326,7 @@ class RawRun:
                 self.context.log_event(to_evaluation(work.asset_key, work.partition_key, outcome))
 
     def _verify(self, domains: list[Domain], partition_keys: list[str]) -> None:
-        works, refused = plan_works(self.tenants, domains, partition_keys)
+        works, refused, _ = plan_works(self.tenants, domains, partition_keys)
         for work, _, reason in refused:
             if work is not None:
                 self._report_checks(
@@ -341,6 +360,7 @@ def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
         "s3_path": MetadataValue.path(load.s3_path),
         "duration_seconds": MetadataValue.float(round(load.duration_seconds, 3)),
         "insert_seconds": MetadataValue.float(round(load.insert_seconds, 3)),
+        "dispatched_at": MetadataValue.timestamp(result.dispatched_at),
         "insert_started_at": MetadataValue.timestamp(result.insert_started_at or 0.0),
         "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
         "clickhouse_query_id": MetadataValue.text(load.query_id),

@@ -1,0 +1,175 @@
+"""A fleet backfill in one action, on a real webserver and daemon, SQLite and PostgreSQL instances.
+
+`atlas-dagster backfill --all-tenants` launches (GraphQL launchRun, as the UI's "Launch as…
+Single run") one run over dates × tenants. Asserted from each day's materialization: INSERTs
+start newest day first across the whole fleet (an older day of one tenant never starts before a
+newer day of another, except where that newer day was held by its tenant's ramp-up or its lane),
+each tenant ramps up one INSERT at a time, the pool's cap holds, each partition loads once. The
+same stack runs a classic asset backfill (launchPartitionBackfill) to the same guarantees per
+tenant, on both instance storages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from dagster import DagsterEventType, DagsterInstance, RunsFilter
+
+from atlas_dagster.cli.backfill import wait_for
+from atlas_dagster.cli.dagster_api import DagsterApi
+from atlas_dagster.cli.dagster_dev import DagsterStack, write_tenants
+from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
+from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.orchestration.insert_timeline import (
+    InsertInterval,
+    insert_intervals,
+    max_overlap,
+)
+from atlas_dagster.settings import PROJECT_ROOT
+from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
+from atlas_dagster_tests.postgres_server import dagster_dev
+
+FIRST, LAST = dt.date(2026, 10, 1), dt.date(2026, 10, 5)
+TENANTS = ("fleet0", "fleet1", "fleet2", "fleet3")
+DOMAINS = ("casino", "user")
+RAMP_DAYS = 3
+TIMEOUT_SECONDS = 300
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp(f"fleet-{request.param}")
+    entries = [
+        {
+            "organization_id": org,
+            "brand_id": "main",
+            "source": f"file://{work / 'exports'}",
+            "start_date": FIRST.isoformat(),
+            "end_date": LAST.isoformat(),
+            "domains": list(DOMAINS),
+        }
+        for org in TENANTS
+    ]
+    tenants_file = write_tenants(work / "tenants.yaml", entries)
+    for tenant in load_tenants(tenants_file):
+        for day in _days(FIRST, LAST):
+            for domain in DOMAINS:
+                generate, _ = GENERATORS[domain]
+                rows = generate(random.Random(f"{tenant.key}{domain}{day}"), tenant, day, 200)
+                write_day(tenant, domain, day, rows)
+    extra = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}
+    with dagster_dev(work, tenants_file, request.param, extra) as running:
+        yield running
+
+
+def _cli(stack: DagsterStack, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "atlas-dagster"), *args],
+        env=stack.env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+    )
+
+
+def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
+    stack: DagsterStack,
+) -> None:
+    launched = _cli(
+        stack,
+        "backfill",
+        "--all-tenants",
+        "--start",
+        FIRST.isoformat(),
+        "--end",
+        LAST.isoformat(),
+        "--wait",
+        "--url",
+        stack.url,
+    )
+    assert launched.returncode == 0, launched.stdout + launched.stderr + stack.log_tail()
+    run_id = re.search(r"launched fleet run ([0-9a-f-]{36})", launched.stdout).group(1)
+
+    with DagsterInstance.from_config(str(stack.home)) as instance:
+        run = instance.get_run_by_id(run_id)
+        intervals = insert_intervals(instance, [run_id])
+        pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
+        checks = instance.get_records_for_run(
+            run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000
+        )
+    assert run.status.value == "SUCCESS"
+
+    # Each partition of each asset materialized exactly once, every tenant in the one run.
+    assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
+    keys = {f"{day}|{org}.main" for day in _days(FIRST, LAST) for org in TENANTS}
+    counts = Counter((i.asset_key, i.partition_key) for i in intervals)
+    assert set(counts) == {(a, k) for a in assets for k in keys}
+    assert set(counts.values()) == {1}
+    assert len(checks.records) == 3 * len(counts)  # the raw checks, one result per tenant-day
+
+    # Newest first across the fleet: every tenant's newest day starts before anyone's older
+    # day, allowing only what the ramp-up and lanes imply.
+    order = [(i.partition_key, i.asset_key) for i in intervals]
+    assert date_of(intervals[0]) == LAST.isoformat()
+    inversions = [
+        (older.partition_key, older.asset_key, newer.partition_key, newer.asset_key)
+        for older, newer in unexplained_inversions(intervals, RAMP_DAYS)
+    ]
+    assert inversions == [], order
+
+    # Each tenant ramps up: its 3 newest days one INSERT at a time, all done before the rest.
+    by_tenant: dict[str, list[InsertInterval]] = defaultdict(list)
+    for interval in intervals:
+        by_tenant[tenant_of(interval)].append(interval)
+    ramp_dates = {d.isoformat() for d in _days(FIRST, LAST)[-RAMP_DAYS:]}
+    for tenant, group in by_tenant.items():
+        ramp = [i for i in group if date_of(i) in ramp_dates]
+        rest = [i for i in group if date_of(i) not in ramp_dates]
+        assert max_overlap(ramp) == 1, tenant
+        assert min(i.started_at for i in rest) >= max(i.finished_at for i in ramp), tenant
+
+    # The cap holds across all tenants together, and the fleet did run in parallel.
+    assert pool.limit == 3 and pool.claimed_slots == []
+    assert 2 <= max_overlap(intervals) <= pool.limit
+
+
+def test_asset_backfill_of_several_tenants_keeps_cap_and_each_partition_once(
+    stack: DagsterStack,
+) -> None:
+    """The UI's default launch (an asset backfill, one run per tenant range) on this storage."""
+    api = DagsterApi(stack.url)
+    days = _days(FIRST, FIRST + dt.timedelta(days=1))
+    keys = [f"{day}|{org}.main" for day in days for org in TENANTS[:2]]
+    params = {
+        "partitionNames": keys,
+        "assetSelection": [{"path": ["tbt_raw_events_casino"]}],
+        "fromFailure": False,
+        "tags": [],
+    }
+    result = api.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
+    assert result["__typename"] == "LaunchBackfillSuccess", result
+    backfill_id = result["backfillId"]
+    assert wait_for(api, backfill_id) == 0, stack.log_tail()
+    with DagsterInstance.from_config(str(stack.home)) as instance:
+        records = instance.get_run_records(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+        intervals = insert_intervals(instance, [r.dagster_run.run_id for r in records])
+        pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
+    counts = Counter(i.partition_key for i in intervals)
+    assert set(counts) == set(keys) and set(counts.values()) == {1}
+    assert max_overlap(intervals) <= pool.limit
+    for org in TENANTS[:2]:
+        lane = [i.partition_key for i in intervals if tenant_of(i) == f"{org}.main"]
+        assert lane == sorted(lane, reverse=True)
