@@ -5,8 +5,9 @@ Single run") one run over dates × tenants. Asserted from each day's materializa
 start newest day first across the whole fleet (an older day of one tenant never starts before a
 newer day of another, except where that newer day was held by its tenant's ramp-up or its lane),
 each tenant ramps up one INSERT at a time, the pool's cap holds, each partition loads once. The
-same stack runs a classic asset backfill (launchPartitionBackfill) to the same guarantees per
-tenant, on both instance storages.
+UI's default launch, an asset backfill (launchPartitionBackfill) that Dagster splits into one run
+per tenant, is held to the same order: one of its runs loads the whole fleet. Both launches run
+on a SQLite and on a PostgreSQL instance.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from atlas_dagster.orchestration.insert_timeline import (
     insert_intervals,
     max_overlap,
 )
+from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LEADER_TAG
 from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
@@ -146,16 +148,16 @@ def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
     assert 2 <= max_overlap(intervals) <= pool.limit
 
 
-def test_asset_backfill_of_several_tenants_keeps_cap_and_each_partition_once(
-    stack: DagsterStack,
-) -> None:
-    """The UI's default launch (an asset backfill, one run per tenant range) on this storage."""
+def test_asset_backfill_of_the_fleet_from_the_ui_runs_in_one_order(stack: DagsterStack) -> None:
+    """The UI's Materialize… on the whole range: an asset backfill that Dagster splits into one
+    run per tenant (more days than tenants); one of them loads every tenant's days in one
+    order, the others are covered by it, and the backfill completes with each partition once."""
     api = DagsterApi(stack.url)
-    days = _days(FIRST, FIRST + dt.timedelta(days=1))
-    keys = [f"{day}|{org}.main" for day in days for org in TENANTS[:2]]
+    assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
+    keys = [f"{day}|{org}.main" for day in _days(FIRST, LAST) for org in TENANTS]
     params = {
         "partitionNames": keys,
-        "assetSelection": [{"path": ["tbt_raw_events_casino"]}],
+        "assetSelection": [{"path": [a]} for a in assets],
         "fromFailure": False,
         "tags": [],
     }
@@ -163,13 +165,23 @@ def test_asset_backfill_of_several_tenants_keeps_cap_and_each_partition_once(
     assert result["__typename"] == "LaunchBackfillSuccess", result
     backfill_id = result["backfillId"]
     assert wait_for(api, backfill_id) == 0, stack.log_tail()
+
     with DagsterInstance.from_config(str(stack.home)) as instance:
-        records = instance.get_run_records(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-        intervals = insert_intervals(instance, [r.dagster_run.run_id for r in records])
+        runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+        intervals = insert_intervals(instance, [r.run_id for r in runs])
         pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
-    counts = Counter(i.partition_key for i in intervals)
-    assert set(counts) == set(keys) and set(counts.values()) == {1}
-    assert max_overlap(intervals) <= pool.limit
-    for org in TENANTS[:2]:
-        lane = [i.partition_key for i in intervals if tenant_of(i) == f"{org}.main"]
-        assert lane == sorted(lane, reverse=True)
+    assert len(runs) == len(TENANTS)  # Dagster's split: one run per tenant
+    assert all(r.status.value == "SUCCESS" for r in runs)
+    [leader] = [r for r in runs if r.tags.get(FLEET_LEADER_TAG) == "true"]
+    assert {r.tags.get(COVERED_BY_TAG) for r in runs if r is not leader} == {leader.run_id}
+    assert {i.run_id for i in intervals} == {leader.run_id}
+    counts = Counter((i.asset_key, i.partition_key) for i in intervals)
+    assert set(counts) == {(a, k) for a in assets for k in keys}
+    assert set(counts.values()) == {1}
+    order = [(i.partition_key, i.asset_key) for i in intervals]
+    inversions = [
+        (older.partition_key, older.asset_key, newer.partition_key, newer.asset_key)
+        for older, newer in unexplained_inversions(intervals, RAMP_DAYS)
+    ]
+    assert inversions == [], order
+    assert 2 <= max_overlap(intervals) <= pool.limit

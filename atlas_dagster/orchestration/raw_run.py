@@ -25,10 +25,11 @@ from dagster import (
 from atlas_dagster.checks.raw import (
     RAW_CHECK_NAMES,
     day_outcomes,
-    outcomes_from_scratch,
     session_outcomes,
+    window_outcomes,
 )
 from atlas_dagster.checks.results import CheckOutcome, to_evaluation
+from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading.inbound import (
     DayLoad,
@@ -47,6 +48,11 @@ from atlas_dagster.orchestration.pools import (
     day_priority,
     ensure_insert_pool,
     insert_slot,
+)
+from atlas_dagster.orchestration.run_coordinator import (
+    COVERED_BY_TAG,
+    FLEET_LEADER_TAG,
+    fleet_partition_keys,
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
@@ -154,7 +160,14 @@ class RawRun:
 
     def events(self) -> Iterator[AssetMaterialization]:
         context = self.context
-        partition_keys = list(context.partition_keys)
+        covered_by = context.run.tags.get(COVERED_BY_TAG)
+        if covered_by:
+            context.log.info(
+                f"this fleet backfill's days load in run {covered_by}, which orders every "
+                "tenant's days newest first: nothing to do here"
+            )
+            return
+        partition_keys = self._partition_keys()
         loading = domains_by_key(set(context.selected_asset_keys))
         checking_only = [
             d
@@ -172,6 +185,19 @@ class RawRun:
                 description=f"{len(self.failed)} tenant-day(s) failed: {shown}",
                 metadata={"failed": MetadataValue.json(self.failed)},
             )
+
+    def _partition_keys(self) -> list[str]:
+        """The run's own range, or for a fleet backfill's leader the whole backfill's target."""
+        tags = self.context.run.tags
+        if FLEET_LEADER_TAG not in tags or BACKFILL_ID_TAG not in tags:
+            return list(self.context.partition_keys)
+        by_asset = fleet_partition_keys(self.context.instance, tags[BACKFILL_ID_TAG])
+        keys = sorted({k for a in self.context.selected_asset_keys for k in by_asset.get(a, [])})
+        self.context.log.info(
+            f"fleet backfill: loading all {len(keys)} tenant-day(s) of backfill "
+            f"{tags[BACKFILL_ID_TAG]} in this run, newest day first across the tenants"
+        )
+        return keys
 
     def _load(
         self, domains: list[Domain], partition_keys: list[str]
@@ -332,12 +358,17 @@ class RawRun:
                 self._report_checks(
                     work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
                 )
+        lanes: dict[tuple[str, str], list[RawWork]] = {}
+        for work in works:
+            lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
         with self.clickhouse.kept_open():
-            for work in works:
-                outcomes = outcomes_from_scratch(
-                    self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date
-                )
-                self._report_checks(work, outcomes)
+            for lane in lanes.values():
+                by_day = {w.tenant_day.partition_date: w for w in lane}
+                first = lane[0]
+                for day, outcomes in window_outcomes(
+                    self.clickhouse, first.tenant, first.domain, list(by_day)
+                ):
+                    self._report_checks(by_day[day], outcomes)
 
 
 def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:

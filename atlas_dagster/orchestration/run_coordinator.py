@@ -42,6 +42,10 @@ from atlas_dagster.tenants import load_tenants
 
 HELD_TAG = "atlas/held"
 LANE_GROUP_TAG = "atlas/backfill-lanes"
+# A fleet backfill (raw runs over several tenants): one run loads the whole target, so that one
+# scheduler orders every tenant's days newest first; the others find their days covered by it.
+FLEET_LEADER_TAG = "atlas/fleet-leader"
+COVERED_BY_TAG = "atlas/covered-by"
 RAW_ASSET_KEYS = frozenset(AssetKey(d.raw_table) for d in DOMAINS.values())
 
 # The queue limits that make the tags above work, always in force whatever dagster.yaml says.
@@ -144,8 +148,49 @@ def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> b
     ]
     if expected is not None and len(submitted) < expected:
         return False
+    elect_fleet_leader(instance, [r for r in held_runs(instance, backfill_id) if loads_raw(r)])
     release_backfill(instance, backfill_id, f"all {len(submitted)} raw run(s) are queued")
     return True
+
+
+def _run_tenants(run: DagsterRun) -> set[str]:
+    bounds = run_partition_bounds(run.tags)
+    return {_tenant_of(b) for b in bounds} if bounds else set()
+
+
+def elect_fleet_leader(instance: DagsterInstance, runs: Sequence[DagsterRun]) -> str | None:
+    """Dagster splits a backfill of more days than tenants into one run per tenant (it groups a
+    multi-partition selection by the dimension with fewer keys), and runs are processes, of which
+    a few run at once: each would load its tenant's whole range before the next tenant starts.
+    So when such a backfill's raw runs are all queued, the one with the newest range (then the
+    first) loads the whole target and is dequeued first; the others are tagged as covered by it
+    and finish at once. Dagster's bookkeeping follows: a backfill's partition is materialized by
+    any of its runs. Returns the leader's run id, or None when the runs are not a fleet (one
+    tenant, or runs selecting different assets)."""
+    if len(runs) < 2 or any(FLEET_LEADER_TAG in r.tags or COVERED_BY_TAG in r.tags for r in runs):
+        return None
+    tenants = set().union(*(_run_tenants(r) for r in runs))
+    selections = {frozenset(r.asset_selection or ()) for r in runs}
+    if len(tenants) < 2 or len(selections) != 1:
+        return None
+    leader = max(runs, key=lambda r: int(r.tags.get(PRIORITY_TAG, "0")))
+    priority = int(leader.tags.get(PRIORITY_TAG, "0")) + 1
+    instance.add_run_tags(leader.run_id, {FLEET_LEADER_TAG: "true", PRIORITY_TAG: str(priority)})
+    for run in runs:
+        if run.run_id != leader.run_id:
+            instance.add_run_tags(run.run_id, {COVERED_BY_TAG: leader.run_id})
+    log.info("run %s loads the %d raw runs of a fleet backfill", leader.run_id, len(runs))
+    return leader.run_id
+
+
+def fleet_partition_keys(instance: DagsterInstance, backfill_id: str) -> dict[AssetKey, list[str]]:
+    """The raw partitions a fleet backfill targets, per asset: what its leader run loads."""
+    target = backfill_target_partitions(instance, backfill_id) or {}
+    return {
+        asset_key: list(subset.get_partition_keys())
+        for asset_key, subset in target.items()
+        if asset_key in RAW_ASSET_KEYS
+    }
 
 
 class AtlasRunCoordinator(QueuedRunCoordinator):
