@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
 from atlas_dagster.cli.dagster_dev import (
     DagsterStack,
@@ -231,3 +232,21 @@ def dagster_dev(
         work, tenants_file, server, extra_env
     ) as stack:
         yield stack
+
+
+@contextlib.contextmanager
+def stack_instance(stack: DagsterStack) -> Iterator[DagsterInstance]:
+    """The stack's instance, opened in this process with the stack's environment (a PostgreSQL
+    instance reads its connection from ATLAS_DAGSTER_PG_* variables)."""
+    names = [n for n in stack.env if n.startswith("ATLAS_DAGSTER_PG_")]
+    saved = {n: os.environ.get(n) for n in names}
+    os.environ.update({n: stack.env[n] for n in names})
+    try:
+        with DagsterInstance.from_config(str(stack.home)) as instance:
+            yield instance
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -1,13 +1,12 @@
 """A fleet backfill in one action, on a real webserver and daemon, SQLite and PostgreSQL instances.
 
-`atlas-dagster backfill --all-tenants` launches (GraphQL launchRun, as the UI's "Launch as…
-Single run") one run over dates × tenants. Asserted from each day's materialization: INSERTs
-start newest day first across the whole fleet (an older day of one tenant never starts before a
-newer day of another, except where that newer day was held by its tenant's ramp-up or its lane),
-each tenant ramps up one INSERT at a time, the pool's cap holds, each partition loads once. The
-UI's default launch, an asset backfill (launchPartitionBackfill) that Dagster splits into one run
-per tenant, is held to the same order: one of its runs loads the whole fleet. Both launches run
-on a SQLite and on a PostgreSQL instance.
+`atlas-dagster backfill --all-tenants` and the UI's Materialize… over every tenant's range both
+launch an asset backfill through GraphQL launchPartitionBackfill; Dagster splits it into one run
+per tenant, the first of which loads the whole fleet. Asserted from each day's materialization:
+INSERTs start newest day first across the fleet (an older day of one tenant never starts before
+a newer day of another, except where that newer day was held by its tenant's ramp-up or its
+lane), each tenant ramps up one INSERT at a time, the pool's cap holds, each partition loads
+once, the backfill completes.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from dagster import DagsterEventType, DagsterInstance, RunsFilter
+from dagster import DagsterEventType, RunsFilter
 
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi
@@ -37,7 +36,7 @@ from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LE
 from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
-from atlas_dagster_tests.postgres_server import dagster_dev
+from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
 
 FIRST, LAST = dt.date(2026, 10, 1), dt.date(2026, 10, 5)
 TENANTS = ("fleet0", "fleet1", "fleet2", "fleet3")
@@ -87,6 +86,24 @@ def _cli(stack: DagsterStack, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def _fleet_runs(stack: DagsterStack, backfill_id: str):
+    """(leader, intervals, pool): the backfill's runs, one leading, the others covered by it."""
+    with stack_instance(stack) as instance:
+        runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+        intervals = insert_intervals(instance, [r.run_id for r in runs])
+        pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
+        [leader] = [r for r in runs if r.tags.get(FLEET_LEADER_TAG) == "true"]
+        checks = instance.get_records_for_run(
+            leader.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000
+        )
+    assert len(runs) == len(TENANTS)  # Dagster's split: one run per tenant
+    assert all(r.status.value == "SUCCESS" for r in runs)
+    assert {r.tags.get(COVERED_BY_TAG) for r in runs if r is not leader} == {leader.run_id}
+    assert {i.run_id for i in intervals} == {leader.run_id}
+    assert len(checks.records) == 3 * len(intervals)  # the raw checks, one per tenant-day
+    return leader, intervals, pool
+
+
 def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
     stack: DagsterStack,
 ) -> None:
@@ -103,16 +120,8 @@ def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
         stack.url,
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr + stack.log_tail()
-    run_id = re.search(r"launched fleet run ([0-9a-f-]{36})", launched.stdout).group(1)
-
-    with DagsterInstance.from_config(str(stack.home)) as instance:
-        run = instance.get_run_by_id(run_id)
-        intervals = insert_intervals(instance, [run_id])
-        pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
-        checks = instance.get_records_for_run(
-            run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000
-        )
-    assert run.status.value == "SUCCESS"
+    backfill_id = re.search(r"launched backfill (\w+)", launched.stdout).group(1)
+    _, intervals, pool = _fleet_runs(stack, backfill_id)
 
     # Each partition of each asset materialized exactly once, every tenant in the one run.
     assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
@@ -120,7 +129,6 @@ def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
     counts = Counter((i.asset_key, i.partition_key) for i in intervals)
     assert set(counts) == {(a, k) for a in assets for k in keys}
     assert set(counts.values()) == {1}
-    assert len(checks.records) == 3 * len(counts)  # the raw checks, one result per tenant-day
 
     # Newest first across the fleet: every tenant's newest day starts before anyone's older
     # day, allowing only what the ramp-up and lanes imply.
@@ -149,9 +157,7 @@ def test_fleet_backfill_in_one_action_runs_newest_day_first_across_tenants(
 
 
 def test_asset_backfill_of_the_fleet_from_the_ui_runs_in_one_order(stack: DagsterStack) -> None:
-    """The UI's Materialize… on the whole range: an asset backfill that Dagster splits into one
-    run per tenant (more days than tenants); one of them loads every tenant's days in one
-    order, the others are covered by it, and the backfill completes with each partition once."""
+    """The UI's Materialize… on the whole range (partition names, as the dialog sends them)."""
     api = DagsterApi(stack.url)
     assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
     keys = [f"{day}|{org}.main" for day in _days(FIRST, LAST) for org in TENANTS]
@@ -166,15 +172,7 @@ def test_asset_backfill_of_the_fleet_from_the_ui_runs_in_one_order(stack: Dagste
     backfill_id = result["backfillId"]
     assert wait_for(api, backfill_id) == 0, stack.log_tail()
 
-    with DagsterInstance.from_config(str(stack.home)) as instance:
-        runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-        intervals = insert_intervals(instance, [r.run_id for r in runs])
-        pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
-    assert len(runs) == len(TENANTS)  # Dagster's split: one run per tenant
-    assert all(r.status.value == "SUCCESS" for r in runs)
-    [leader] = [r for r in runs if r.tags.get(FLEET_LEADER_TAG) == "true"]
-    assert {r.tags.get(COVERED_BY_TAG) for r in runs if r is not leader} == {leader.run_id}
-    assert {i.run_id for i in intervals} == {leader.run_id}
+    _, intervals, pool = _fleet_runs(stack, backfill_id)
     counts = Counter((i.asset_key, i.partition_key) for i in intervals)
     assert set(counts) == {(a, k) for a in assets for k in keys}
     assert set(counts.values()) == {1}

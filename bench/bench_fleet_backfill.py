@@ -8,12 +8,13 @@ Run with `.venv/bin/python -m bench.bench_fleet_backfill` (`make bench BENCH=fle
    newest --export-days days of every tenant have (tiny) exports: the measurement window covers a
    few minutes, i.e. the newest day or two of the fleet, and writing 146k Parquet day folders
    would take longer than the whole benchmark; days without exports are never reached inside the
-   window. Two launches of the same range, each cancelled after --window seconds:
-   * `fleet run`: `atlas-dagster backfill --all-tenants` (one ranged run over dates × tenants,
-     GraphQL launchRun, as the UI's "Launch as… Single run");
-   * `asset backfill`: launchPartitionBackfill of the same partitions (the UI's default
-     "multiple runs": Dagster splits it into one run per tenant range).
-   Reported: the launch call (created), launch → first INSERT, INSERTs started in the window,
+   window. Two launches of the same range, each cancelled after --window seconds, both asset
+   backfills through GraphQL launchPartitionBackfill that Dagster splits into one run per tenant,
+   the first of which loads the whole fleet (run_coordinator.fleet_tags):
+   * `cli --all-tenants`: `atlas-dagster backfill --all-tenants` (one range per raw asset);
+   * `ui materialize`: the partition names, as the UI's Materialize… dialog sends them.
+   Reported: launch command → backfill created (the CLI's own start-up included), created →
+   first INSERT (insert_started_at, the pool slot held), INSERTs started in the window,
    cross-tenant inverted pairs (older day started before another tenant's newer day) and those
    the ramp-up/lanes do not explain, the most INSERTs at once vs the pool's limit, and the
    sensor ticks the daemon completed in the window (its other loops kept ticking).
@@ -33,6 +34,7 @@ import contextlib
 import datetime as dt
 import json
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -82,11 +84,11 @@ def write_exports(tenants, days: list[dt.date], rows: int) -> float:
 # --------------------------------------------------------------------------- fleet backfill
 
 
-def wait_for_daemons(home: Path, timeout: float = 180.0) -> None:
-    from dagster import DagsterInstance
+def wait_for_daemons(stack, timeout: float = 180.0) -> None:
+    from atlas_dagster_tests.postgres_server import stack_instance
 
     deadline = time.monotonic() + timeout
-    with DagsterInstance.from_config(str(home)) as instance:
+    with stack_instance(stack) as instance:
         while not all(n in instance.get_daemon_heartbeats() for n in DAEMONS_NEEDED):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"daemons {DAEMONS_NEEDED} not all up after {timeout}s")
@@ -95,10 +97,10 @@ def wait_for_daemons(home: Path, timeout: float = 180.0) -> None:
 
 def sensor_ticks(instance, after: float, before: float) -> dict[str, dict[str, Any]]:
     """Per sensor: ticks completed in [after, before], failures and the longest tick."""
-    from dagster import InstigatorType
-
     ticks: dict[str, dict[str, Any]] = {}
-    for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+    for state in instance.all_instigator_state():
+        if state.instigator_type.value != "SENSOR":
+            continue
         found = [
             t
             for t in instance.get_ticks(state.instigator_origin_id, state.selector_id, after=after)
@@ -119,7 +121,8 @@ def _intervals(instance, run_ids: list[str]):
     return insert_intervals(instance, run_ids)
 
 
-def launch_fleet_run(stack, first: dt.date, last: dt.date) -> tuple[list[str], str]:
+def launch_cli(stack, first: dt.date, last: dt.date) -> str:
+    """`atlas-dagster backfill --all-tenants`; returns the backfill id."""
     done = subprocess.run(
         [
             str(VENV_BIN / "atlas-dagster"),
@@ -140,16 +143,24 @@ def launch_fleet_run(stack, first: dt.date, last: dt.date) -> tuple[list[str], s
     )
     if done.returncode != 0:
         raise RuntimeError(f"fleet launch failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    run_id = done.stdout.split("launched fleet run ", 1)[1].split()[0]
-    return [run_id], run_id
+    return done.stdout.split("launched backfill ", 1)[1].split(":")[0]
 
 
-def launch_asset_backfill(stack, keys: dict[str, list[tuple[str, str]]]) -> tuple[list[str], str]:
+def launch_like_the_ui(stack, keys: list[str]) -> str:
+    """launchPartitionBackfill with the partition names, as the UI's Materialize… dialog."""
     from atlas_dagster.cli.dagster_api import DagsterApi
 
+    params = {
+        "partitionNames": keys,
+        "assetSelection": [{"path": [f"tbt_raw_events_{d}"]} for d in ALL_DOMAINS],
+        "fromFailure": False,
+        "tags": [],
+    }
     api = DagsterApi(stack.url, timeout=600)
-    backfill_id = api.launch_backfill(keys, "bench fleet asset backfill", {})
-    return [], backfill_id
+    result = api.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
+    if result["__typename"] != "LaunchBackfillSuccess":
+        raise RuntimeError(f"the backfill was refused: {result}")
+    return result["backfillId"]
 
 
 def backfill_run_ids(instance, backfill_id: str) -> list[str]:
@@ -160,23 +171,21 @@ def backfill_run_ids(instance, backfill_id: str) -> list[str]:
     return [r.run_id for r in instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))]
 
 
-def stop(stack, launched_id: str, is_run: bool) -> None:
+def stop(stack, backfill_id: str) -> None:
     from atlas_dagster.cli.dagster_api import DagsterApi
 
     api = DagsterApi(stack.url, timeout=600)
-    if is_run:
-        with contextlib.suppress(Exception):
-            api.terminate_run(launched_id)
-        return
-    api.cancel_backfill(launched_id)
-    for run_id in api.unfinished_runs(launched_id):
+    api.cancel_backfill(backfill_id)
+    for run_id in api.unfinished_runs(backfill_id):
         with contextlib.suppress(Exception):
             api.terminate_run(run_id)
 
 
-def wait_quiet(home: Path, timeout: float = 120.0) -> None:
+def wait_quiet(stack, timeout: float = 120.0) -> None:
     """Until no run is queued or in progress (the cancelled launch has wound down)."""
-    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster import DagsterRunStatus, RunsFilter
+
+    from atlas_dagster_tests.postgres_server import stack_instance
 
     unfinished = [
         DagsterRunStatus.QUEUED,
@@ -186,7 +195,7 @@ def wait_quiet(home: Path, timeout: float = 120.0) -> None:
         DagsterRunStatus.CANCELING,
     ]
     deadline = time.monotonic() + timeout
-    with DagsterInstance.from_config(str(home)) as instance:
+    with stack_instance(stack) as instance:
         while instance.get_runs(RunsFilter(statuses=unfinished), limit=1):
             if time.monotonic() > deadline:
                 return
@@ -194,43 +203,43 @@ def wait_quiet(home: Path, timeout: float = 120.0) -> None:
 
 
 def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, window: float):
-    from dagster import DagsterInstance
-
     from atlas_dagster.orchestration.insert_timeline import max_overlap
     from atlas_dagster_tests.fleet_order import inverted_pairs, unexplained_inversions
+    from atlas_dagster_tests.postgres_server import stack_instance
 
     print(f"  {kind}: launching {first}..{last}", flush=True)
     launched_at = time.time()
-    if kind == "fleet run":
-        run_ids, launched_id = launch_fleet_run(stack, first, last)
+    if kind == "cli --all-tenants":
+        backfill_id = launch_cli(stack, first, last)
     else:
-        ranges = [(f"{first}|{t.key}", f"{last}|{t.key}") for t in tenants]
-        keys = {f"tbt_raw_events_{d}": ranges for d in ALL_DOMAINS}
-        run_ids, launched_id = launch_asset_backfill(stack, keys)
-    created = time.time() - launched_at
+        days = [last - dt.timedelta(days=i) for i in range((last - first).days + 1)]
+        backfill_id = launch_like_the_ui(stack, [f"{d}|{t.key}" for d in days for t in tenants])
+    command_seconds = time.time() - launched_at
     first_insert = None
     deadline = launched_at + window
-    with DagsterInstance.from_config(str(stack.home)) as instance:
+    with stack_instance(stack) as instance:
+        created_at = instance.get_backfill(backfill_id).backfill_timestamp
         while time.time() < deadline:
             time.sleep(2)
-            ids = run_ids or backfill_run_ids(instance, launched_id)
+            ids = backfill_run_ids(instance, backfill_id)
             if first_insert is None and ids:
                 found = _intervals(instance, ids)
                 if found:
-                    first_insert = found[0].started_at - launched_at
-                    print(f"    first INSERT after {first_insert:.1f}s", flush=True)
+                    first_insert = found[0].started_at - created_at
+                    print(f"    first INSERT {first_insert:.1f}s after creation", flush=True)
         ended = time.time()
-        ids = run_ids or backfill_run_ids(instance, launched_id)
+        ids = backfill_run_ids(instance, backfill_id)
         intervals = _intervals(instance, ids)
         ticks = sensor_ticks(instance, launched_at, ended)
         pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
-    stop(stack, launched_id, is_run=bool(run_ids))
-    wait_quiet(stack.home)
+    stop(stack, backfill_id)
+    wait_quiet(stack)
     if first_insert is None and intervals:
-        first_insert = intervals[0].started_at - launched_at
+        first_insert = intervals[0].started_at - created_at
     return {
         "launch": kind,
-        "created_seconds": round(created, 2),
+        "command_seconds": round(command_seconds, 2),
+        "created_seconds": round(created_at - launched_at, 2),
         "runs": len(ids),
         "first_insert_seconds": None if first_insert is None else round(first_insert, 1),
         "inserts_in_window": len(intervals),
@@ -250,7 +259,7 @@ def fleet_stack(work: Path, tenants_file: Path, storage: str) -> Iterator[Any]:
     from atlas_dagster_tests.postgres_server import dagster_dev
 
     with dagster_dev(work, tenants_file, storage, {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}) as st:
-        wait_for_daemons(st.home)
+        wait_for_daemons(st)
         yield st
 
 
@@ -359,8 +368,11 @@ def load_verified_tenant(client, tenant, first: dt.date, last: dt.date) -> float
     return time.monotonic() - started
 
 
-def timed_cli(env: dict[str, str], *args: str) -> tuple[float, subprocess.CompletedProcess]:
+def timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the command, result): the machine is shared, so the CPU
+    time says what the command costs when the wall time includes waiting for a core."""
     started = time.monotonic()
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [str(VENV_BIN / "atlas-dagster"), *args],
         env=env,
@@ -369,7 +381,9 @@ def timed_cli(env: dict[str, str], *args: str) -> tuple[float, subprocess.Comple
         text=True,
         timeout=3600,
     )
-    return time.monotonic() - started, done
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
+    return time.monotonic() - started, used, done
 
 
 def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
@@ -403,12 +417,13 @@ def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
             f"({export_seconds:.0f}s) and raw rows ({raw_seconds:.1f}s)",
             flush=True,
         )
-        seconds, done = timed_cli(env, "status", "--json")
+        seconds, cpu, done = timed_cli(env, "status", "--json")
         report = json.loads(done.stdout) if done.returncode == 0 else {}
         rows.append(
             {
                 "command": "status --json (all tenants)",
                 "seconds": round(seconds, 1),
+                "cpu_seconds": round(cpu, 1),
                 "exit": done.returncode,
                 "result": {k: len(v) for k, v in report.items()} or done.stderr[-500:],
                 "backfill_log_rows": log_rows,
@@ -416,12 +431,15 @@ def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
         )
         print(f"  {rows[-1]}", flush=True)
         org, brand = verified.organization_id, verified.brand_id
-        seconds, done = timed_cli(env, "verify", "--org", org, "--brand", brand, "--layer", "raw")
+        seconds, cpu, done = timed_cli(
+            env, "verify", "--org", org, "--brand", brand, "--layer", "raw"
+        )
         summary = [line for line in done.stdout.splitlines() if "passed" in line]
         rows.append(
             {
                 "command": f"verify {verified.key} --layer raw ({len(days) * 4:,} day-domains)",
                 "seconds": round(seconds, 1),
+                "cpu_seconds": round(cpu, 1),
                 "exit": done.returncode,
                 "result": summary[-1] if summary else done.stderr[-500:],
             }
@@ -439,7 +457,7 @@ def run(
     export_days: int = 3,
     window: float = 150.0,
     storages: tuple[str, ...] = ("sqlite", "postgres"),
-    launches: tuple[str, ...] = ("fleet run", "asset backfill"),
+    launches: tuple[str, ...] = ("cli --all-tenants", "ui materialize"),
     status_tenants: int = 100,
     status_years: int = 3,
     backfill: bool = True,
@@ -458,7 +476,8 @@ def run(
 
 def render(results: dict[str, list[dict[str, Any]]]) -> str:
     lines = [
-        "| storage | launch | created (s) | runs | launch → first INSERT (s) | INSERTs in window "
+        "| storage | launch | launch → created (s) | runs | created → first INSERT (s) "
+        "| INSERTs in window "
         "| tenants started | inverted pairs (unexplained) | max INSERTs at once / pool | "
         "sensor ticks in window (failed) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -475,10 +494,11 @@ def render(results: dict[str, list[dict[str, Any]]]) -> str:
             f"{row['pool_limit']} | {tick_text} |"
         )
     if results["status_verify"]:
-        lines += ["", "| command | seconds | exit | result |", "|---|---|---|---|"]
+        lines += ["", "| command | wall s | CPU s | exit | result |", "|---|---|---|---|---|"]
         for row in results["status_verify"]:
             lines.append(
-                f"| {row['command']} | {row['seconds']} | {row['exit']} | {row['result']} |"
+                f"| {row['command']} | {row['seconds']} | {row.get('cpu_seconds', '-')} "
+                f"| {row['exit']} | {row['result']} |"
             )
     return "\n".join(lines)
 
@@ -490,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export-days", type=int, default=3)
     parser.add_argument("--window", type=float, default=150.0, help="seconds per launch")
     parser.add_argument("--storages", default="sqlite,postgres")
-    parser.add_argument("--launches", default="fleet run,asset backfill")
+    parser.add_argument("--launches", default="cli --all-tenants,ui materialize")
     parser.add_argument("--status-tenants", type=int, default=100)
     parser.add_argument("--status-years", type=int, default=3)
     parser.add_argument("--skip-backfill", action="store_true")

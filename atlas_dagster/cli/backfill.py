@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import re
 import time
 
-from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.dagster_api import (
     FINISHED_BACKFILL_STATUSES,
     DagsterApi,
@@ -28,8 +26,6 @@ from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 
 WAIT_POLL_SECONDS = 2.0
-FINISHED_RUN_STATUSES = {"SUCCESS", "FAILURE", "CANCELED"}
-RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def _date(value: str) -> dt.date:
@@ -110,7 +106,7 @@ def print_fleet_plan(plan: FleetPlan) -> None:
     total = sum(plan.tenant_days(t) for t in plan.tenants)
     print(
         f"fleet plan: {len(plan.tenants)} tenant(s), {plan.start}..{plan.end}, "
-        f"{', '.join(d.name for d in plan.domains)}: {total} tenant-day-domain(s) in one run, "
+        f"{', '.join(d.name for d in plan.domains)}: {total} tenant-day-domain(s) in one order, "
         "newest day first across the fleet (every tenant's day before anyone's older day), "
         "each tenant ramping up on its own newest days"
     )
@@ -119,11 +115,12 @@ def print_fleet_plan(plan: FleetPlan) -> None:
 
 
 def run_fleet_backfill(args: argparse.Namespace) -> int:
-    """One ranged run over every tenant's days, so that one scheduler orders the whole fleet."""
+    """One asset backfill of every tenant's days, as the UI's Materialize… over the whole range:
+    its first run loads the whole fleet in one order (see run_coordinator.fleet_tags)."""
     if args.only_missing or args.only_failed:
         raise TenantConfigError(
             "--only-missing / --only-failed select scattered days of one tenant: run them per "
-            "tenant with --org/--brand (a fleet run loads the whole window)"
+            "tenant with --org/--brand (a fleet backfill loads the whole window)"
         )
     domains = args.domains.split(",") if args.domains else None
     plan = build_fleet_plan(load_tenants(tenants_file()), domains, args.start, args.end)
@@ -131,24 +128,12 @@ def run_fleet_backfill(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     api = DagsterApi(args.url)
-    run_id = api.launch_ranged_run(
-        [d.raw_table for d in plan.domains],
-        {d.raw_table: list(RAW_CHECK_NAMES) for d in plan.domains},
-        plan.partition_range,
-        {"atlas/fleet": f"{plan.start}..{plan.end}"},
-    )
-    print(f"launched fleet run {run_id}")
-    print(f"follow or cancel it at {api.url}/runs/{run_id} (atlas-dagster cancel {run_id})")
-    return wait_for_run(api, run_id) if args.wait else 0
-
-
-def wait_for_run(api: DagsterApi, run_id: str) -> int:
-    status = api.run_status(run_id)
-    while status not in FINISHED_RUN_STATUSES:
-        time.sleep(WAIT_POLL_SECONDS)
-        status = api.run_status(run_id)
-    print(f"run {run_id} {status}")
-    return 0 if status == "SUCCESS" else 1
+    selection = {d.raw_table: [plan.partition_range] for d in plan.domains}
+    window = f"{plan.start}..{plan.end}"
+    backfill_id = api.launch_backfill(selection, f"fleet {window}", {"atlas/fleet": window})
+    print(f"launched backfill {backfill_id}: {len(plan.tenants)} tenant(s), newest day first")
+    print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
+    return wait_for(api, backfill_id) if args.wait else 0
 
 
 def run_backfill(args: argparse.Namespace) -> int:
@@ -191,13 +176,8 @@ def wait_for(api: DagsterApi, backfill_id: str) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancels the backfill and terminates its runs now, rather than at the daemon's next pass:
-    queued days never start, an INSERT in flight is stopped and logged failed. A run id (a fleet
-    run) is terminated the same way."""
+    queued days never start, an INSERT in flight is stopped and logged failed."""
     api = DagsterApi(args.url)
-    if RUN_ID_RE.match(args.backfill_id):
-        api.terminate_run(args.backfill_id)
-        print(f"terminated run {args.backfill_id}")
-        return 0
     api.cancel_backfill(args.backfill_id)
     runs = api.unfinished_runs(args.backfill_id)
     for run_id in runs:
@@ -272,10 +252,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
     backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")
     backfill.set_defaults(run=run_backfill)
-    cancel = commands.add_parser(
-        "cancel", help="cancel a backfill and terminate its runs (or terminate a fleet run)"
-    )
-    cancel.add_argument("backfill_id", help="a backfill id, or the run id of a fleet run")
+    cancel = commands.add_parser("cancel", help="cancel a backfill and terminate its runs")
+    cancel.add_argument("backfill_id")
     cancel.add_argument("--url", default=default_url(), help="the Dagster webserver")
     cancel.set_defaults(run=run_cancel)
     load = commands.add_parser(

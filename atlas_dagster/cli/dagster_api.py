@@ -78,62 +78,12 @@ class DagsterApi:
             raise DagsterApiError(f"the backfill was refused: {result.get('message')}")
         return result["backfillId"]
 
-    def launch_ranged_run(
-        self,
-        assets: list[str],
-        checks: dict[str, list[str]],
-        partition_range: tuple[str, str],
-        tags: dict[str, str],
-    ) -> str:
-        """Launches one run over a partition range, as the UI's "Launch as… Single run" does
-        (the range is a rectangle of dates × tenants); returns its id."""
-        nodes = self.call("asset_repository", {"assetKeys": [{"path": [a]} for a in assets]})
-        repositories = {
-            (n["repository"]["location"]["name"], n["repository"]["name"])
-            for n in nodes["assetNodes"]
-        }
-        if len(repositories) != 1:
-            raise DagsterApiError(f"assets {assets} are not in one code location: {repositories}")
-        [(location, repository)] = repositories
-        start, end = partition_range
-        range_tags = {
-            "dagster/asset_partition_range_start": start,
-            "dagster/asset_partition_range_end": end,
-        }
-        params = {
-            "selector": {
-                "repositoryLocationName": location,
-                "repositoryName": repository,
-                "jobName": "__ASSET_JOB",
-                "assetSelection": [{"path": [a]} for a in assets],
-                "assetCheckSelection": [
-                    {"assetKey": {"path": [asset]}, "name": name}
-                    for asset, names in checks.items()
-                    for name in names
-                ],
-            },
-            "executionMetadata": {
-                "tags": [{"key": k, "value": v} for k, v in (tags | range_tags).items()]
-            },
-        }
-        result = self.call("launch_run", {"params": params})["launchRun"]
-        if result["__typename"] != "LaunchRunSuccess":
-            errors = result.get("errors") or [result]
-            raise DagsterApiError(f"the run was refused: {errors[0].get('message')}")
-        return result["run"]["runId"]
-
     def backfill_status(self, backfill_id: str) -> dict[str, Any]:
         result = self.call("backfill_status", {"backfillId": backfill_id})
         backfill = result["partitionBackfillOrError"]
         if backfill["__typename"] != "PartitionBackfill":
             raise DagsterApiError(f"backfill {backfill_id}: {backfill.get('message')}")
         return backfill
-
-    def run_status(self, run_id: str) -> str:
-        result = self.call("run_status", {"runId": run_id})["runOrError"]
-        if result["__typename"] != "Run":
-            raise DagsterApiError(f"run {run_id}: {result.get('message')}")
-        return result["status"]
 
     def cancel_backfill(self, backfill_id: str) -> None:
         result = self.call("cancel_backfill", {"backfillId": backfill_id})

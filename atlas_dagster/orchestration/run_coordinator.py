@@ -5,7 +5,9 @@ the `dagster/priority` tag, then first in, first out. So every run gets a priori
 newest partition date, and a backfill's raw runs are held in the queue until the backfill has
 submitted all of them: only then can the queue pick the newest day first. Runs of one backfill
 that load the same tenant are serialized, so a lane (tenant and domain) split over several runs
-(a re-execution of scattered failed days) still starts its days newest first.
+(a re-execution of scattered failed days) still starts its days newest first. A backfill over
+several tenants (a fleet) is not held: its first raw run loads the whole fleet in one order and
+the others are covered by it (`fleet_tags`).
 """
 
 from __future__ import annotations
@@ -148,39 +150,45 @@ def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> b
     ]
     if expected is not None and len(submitted) < expected:
         return False
-    elect_fleet_leader(instance, [r for r in held_runs(instance, backfill_id) if loads_raw(r)])
     release_backfill(instance, backfill_id, f"all {len(submitted)} raw run(s) are queued")
     return True
 
 
-def _run_tenants(run: DagsterRun) -> set[str]:
-    bounds = run_partition_bounds(run.tags)
-    return {_tenant_of(b) for b in bounds} if bounds else set()
+def fleet_assets(instance: DagsterInstance, backfill_id: str) -> frozenset[AssetKey] | None:
+    """The raw assets of a backfill over several tenants whose raw assets all target the same
+    partitions (what makes it a fleet), or None."""
+    target = fleet_partition_keys(instance, backfill_id)
+    keysets = {frozenset(keys) for keys in target.values()}
+    if len(keysets) != 1:
+        return None
+    [keys] = keysets
+    return frozenset(target) if len({_tenant_of(k) for k in keys}) > 1 else None
 
 
-def elect_fleet_leader(instance: DagsterInstance, runs: Sequence[DagsterRun]) -> str | None:
-    """Dagster splits a backfill of more days than tenants into one run per tenant (it groups a
-    multi-partition selection by the dimension with fewer keys), and runs are processes, of which
-    a few run at once: each would load its tenant's whole range before the next tenant starts.
-    So when such a backfill's raw runs are all queued, the one with the newest range (then the
-    first) loads the whole target and is dequeued first; the others are tagged as covered by it
-    and finish at once. Dagster's bookkeeping follows: a backfill's partition is materialized by
-    any of its runs. Returns the leader's run id, or None when the runs are not a fleet (one
-    tenant, or runs selecting different assets)."""
-    if len(runs) < 2 or any(FLEET_LEADER_TAG in r.tags or COVERED_BY_TAG in r.tags for r in runs):
+def fleet_tags(
+    instance: DagsterInstance, run: DagsterRun, assets: frozenset[AssetKey] | None
+) -> dict[str, str] | None:
+    """The fleet role of a backfill's raw run, or None when the backfill is not a fleet.
+
+    Dagster splits a backfill of more days than tenants into one run per tenant (it groups a
+    multi-partition selection by the dimension with fewer keys), creates them one after the other
+    with a planned event per partition (~1,500 per tenant-year), and a few run at once: run by
+    run, each tenant would load its whole range before the next started. So the first raw run
+    submitted for a fleet backfill leads: it loads the backfill's whole raw target in one order,
+    newest day first across the tenants, and starts at once. The runs submitted after it are
+    covered by it and finish at once. Dagster's bookkeeping follows: a backfill's partition is
+    materialized by any of its runs, and what a covered run leaves without status is marked
+    failed once all runs are done.
+    """
+    backfill_id = run.tags.get(BACKFILL_ID_TAG)
+    if assets is None or not backfill_id or set(run.asset_selection or ()) != assets:
         return None
-    tenants = set().union(*(_run_tenants(r) for r in runs))
-    selections = {frozenset(r.asset_selection or ()) for r in runs}
-    if len(tenants) < 2 or len(selections) != 1:
-        return None
-    leader = max(runs, key=lambda r: int(r.tags.get(PRIORITY_TAG, "0")))
-    priority = int(leader.tags.get(PRIORITY_TAG, "0")) + 1
-    instance.add_run_tags(leader.run_id, {FLEET_LEADER_TAG: "true", PRIORITY_TAG: str(priority)})
-    for run in runs:
-        if run.run_id != leader.run_id:
-            instance.add_run_tags(run.run_id, {COVERED_BY_TAG: leader.run_id})
-    log.info("run %s loads the %d raw runs of a fleet backfill", leader.run_id, len(runs))
-    return leader.run_id
+    leaders = instance.get_runs(
+        RunsFilter(tags={BACKFILL_ID_TAG: backfill_id, FLEET_LEADER_TAG: "true"})
+    )
+    if leaders:
+        return {COVERED_BY_TAG: leaders[0].run_id}
+    return {FLEET_LEADER_TAG: "true"}
 
 
 def fleet_partition_keys(instance: DagsterInstance, backfill_id: str) -> dict[AssetKey, list[str]]:
@@ -200,17 +208,25 @@ class AtlasRunCoordinator(QueuedRunCoordinator):
         limits = list(kwargs.pop("tag_concurrency_limits", None) or [])
         limits += [limit for limit in TAG_CONCURRENCY_LIMITS if limit not in limits]
         super().__init__(*args, tag_concurrency_limits=limits, **kwargs)
+        self._fleet_assets: dict[str, frozenset[AssetKey] | None] = {}
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
-        tags = priority_tags(run) | backfill_tags(run)
-        if tags:
-            coordinator_instance(self).add_run_tags(run.run_id, tags)
-        submitted = super().submit_run(context)
+        instance = coordinator_instance(self)
+        fleet = None
         backfill_id = run.tags.get(BACKFILL_ID_TAG)
+        if backfill_id and loads_raw(run) and run_partition_bounds(run.tags) is not None:
+            if backfill_id not in self._fleet_assets:  # read the backfill's target once
+                self._fleet_assets[backfill_id] = fleet_assets(instance, backfill_id)
+            fleet = fleet_tags(instance, run, self._fleet_assets[backfill_id])
+        # A fleet's runs are not held: the leader orders the whole fleet itself.
+        tags = priority_tags(run) | (fleet if fleet is not None else backfill_tags(run))
+        if tags:
+            instance.add_run_tags(run.run_id, tags)
+        submitted = super().submit_run(context)
         if HELD_TAG in tags and backfill_id:
             try:
-                release_if_fully_submitted(coordinator_instance(self), backfill_id)
+                release_if_fully_submitted(instance, backfill_id)
             except Exception:  # the sweep sensor releases what this could not
                 log.exception("could not check whether backfill %s is fully queued", backfill_id)
         return submitted
