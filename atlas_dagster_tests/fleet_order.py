@@ -7,11 +7,8 @@ from collections import defaultdict
 
 from atlas_dagster.orchestration.insert_timeline import InsertInterval
 
-# A day's end reaches the scheduler after the worker frees its pool slot (an instance write)
-# and the run's thread has reported the previous day's events to Dagster: up to 1.2 s measured
-# here on 2 shared cores (10-day e2e runs). Inversions of the old per-tenant order span whole
-# tenants' runs (tens of seconds), far beyond this.
-SCHEDULER_LAG_SECONDS = 2.0
+# dispatched_at is stamped by the worker thread right after the scheduler's decision.
+THREAD_START_SECONDS = 0.25
 
 
 def tenant_of(interval: InsertInterval) -> str:
@@ -26,7 +23,9 @@ def unexplained_inversions(
     intervals: list[InsertInterval], ramp_days: int
 ) -> list[tuple[InsertInterval, InsertInterval]]:
     """Pairs (older, newer) of INSERTs of different tenants where the older day started first
-    although, when the scheduler dispatched it, no rule held the newer one back. Held means:
+    although, when the scheduler dispatched it, no rule held the newer one back (from each
+    day's dispatched_at and settled_at: when the scheduler handed it out and counted it done).
+    Held means:
     already dispatched too (both in flight, racing for a pool slot); its tenant's ramp-up not
     finished and the day not one of its ramp-up days; its tenant in ramp-up with a day in flight
     (one INSERT at a time); or the newer day before it in its lane not started yet."""
@@ -37,24 +36,29 @@ def unexplained_inversions(
         tenant: set(sorted({date_of(i) for i in group}, reverse=True)[:ramp_days])
         for tenant, group in by_tenant.items()
     }
-    ramp_end = {
-        tenant: max(i.finished_at for i in group if date_of(i) in ramp_dates[tenant])
-        for tenant, group in by_tenant.items()
-    }
 
     def dispatched(interval: InsertInterval) -> float:
         assert interval.dispatched_at is not None, f"{interval} has no dispatched_at"
         return interval.dispatched_at
 
+    def settled(interval: InsertInterval) -> float:
+        assert interval.settled_at is not None, f"{interval} has no settled_at"
+        return interval.settled_at + THREAD_START_SECONDS
+
+    ramp_end = {
+        tenant: max(settled(i) for i in group if date_of(i) in ramp_dates[tenant])
+        for tenant, group in by_tenant.items()
+    }
+
     def held(newer: InsertInterval, at: float) -> bool:
         if dispatched(newer) <= at:
             return True
         tenant = tenant_of(newer)
-        in_ramp = at < ramp_end[tenant] + SCHEDULER_LAG_SECONDS
+        in_ramp = at < ramp_end[tenant]
         if in_ramp and date_of(newer) not in ramp_dates[tenant]:
             return True
         busy = any(
-            dispatched(i) <= at < i.finished_at + SCHEDULER_LAG_SECONDS
+            dispatched(i) <= at < settled(i)
             for i in by_tenant[tenant]
             if i is not newer
         )

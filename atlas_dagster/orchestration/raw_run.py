@@ -90,8 +90,10 @@ class RawResult:
     load: DayLoad | None = None
     error: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
-    # When the scheduler handed the day to a worker: the fleet order is judged from it.
+    # When the scheduler handed the day to a worker, and when it counted the day done (its
+    # tenant's next day could be dispatched from then on): the fleet order is judged from them.
     dispatched_at: float = field(default_factory=time.time)
+    settled_at: float | None = None
     insert_started_at: float | None = None
     insert_finished_at: float | None = None
     progress: dict[str, MetadataValue] = field(default_factory=dict)
@@ -329,6 +331,7 @@ class RawRun:
                 self.context.log.warning(f"KILL QUERY {query_id} failed: {exc}")
 
     def _report(self, result: RawResult) -> Iterator[AssetMaterialization]:
+        result.settled_at = time.time()
         work = result.work
         self._report_checks(work, result.checks)
         if result.load is None:
@@ -392,6 +395,7 @@ def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
         "duration_seconds": MetadataValue.float(round(load.duration_seconds, 3)),
         "insert_seconds": MetadataValue.float(round(load.insert_seconds, 3)),
         "dispatched_at": MetadataValue.timestamp(result.dispatched_at),
+        "settled_at": MetadataValue.timestamp(result.settled_at or 0.0),
         "insert_started_at": MetadataValue.timestamp(result.insert_started_at or 0.0),
         "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
         "clickhouse_query_id": MetadataValue.text(load.query_id),
