@@ -115,6 +115,18 @@ def sensor_ticks(instance, after: float, before: float) -> dict[str, dict[str, A
     return ticks
 
 
+def first_insert_logged(instance, run_ids: list[str]) -> float | None:
+    """When the first INSERT started, from the runs' "INSERT started" log lines (a day's
+    materialization, with its insert_started_at, only exists once the day is done)."""
+    started = [
+        entry.timestamp
+        for run_id in run_ids
+        for entry in instance.all_logs(run_id)
+        if entry.dagster_event is None and entry.user_message.startswith("INSERT started")
+    ]
+    return min(started) if started else None
+
+
 def _intervals(instance, run_ids: list[str]):
     from atlas_dagster.orchestration.insert_timeline import insert_intervals
 
@@ -223,9 +235,9 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
             time.sleep(2)
             ids = backfill_run_ids(instance, backfill_id)
             if first_insert is None and ids:
-                found = _intervals(instance, ids)
-                if found:
-                    first_insert = found[0].started_at - created_at
+                found = first_insert_logged(instance, ids)
+                if found is not None:
+                    first_insert = found - created_at
                     print(f"    first INSERT {first_insert:.1f}s after creation", flush=True)
         ended = time.time()
         ids = backfill_run_ids(instance, backfill_id)
