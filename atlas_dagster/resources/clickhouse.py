@@ -12,15 +12,13 @@ from urllib.parse import urlparse
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
-from atlas_dagster.resources.embedded_engine import (
-    KeptEngine,
-    acquire_file_lock,
-    release_file_lock,
-)
+from atlas_dagster.resources.embedded_engine import KeptEngine, open_engine, release_file_lock
+from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
 
@@ -37,6 +35,14 @@ def dsn_password(dsn: str) -> str | None:
     return urlparse(dsn).password
 
 
+def connect(dsn: str) -> Client:
+    """A client for the DSN. Against a server, bound parameters (a tenant's S3 keys among them)
+    travel in the request body, never in the URL that proxies and access logs keep."""
+    if is_embedded(dsn):
+        return clickhouse_connect.get_client(dsn=dsn)
+    return clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
+
+
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
 _KEPT_GUARD = threading.Lock()
@@ -48,6 +54,13 @@ class ClickHouseResource(ConfigurableResource):
     dsn: str = ""
     cluster: str = ""
     lock_wait_seconds: float = 3600.0
+    # Set per run by Dagster (setup_for_execution): where waits are reported, who is waiting.
+    _log: WaitLog | None = PrivateAttr(default=None)
+    _run_id: str = PrivateAttr(default="")
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._log = context.log
+        self._run_id = context.run_id or ""
 
     def resolved_dsn(self) -> str:
         return self.dsn or clickhouse_dsn()
@@ -76,19 +89,26 @@ class ClickHouseResource(ConfigurableResource):
             return
         handle = None
         if is_embedded(dsn):
-            with timer.phase("engine_lock_wait"):
-                handle = acquire_file_lock(embedded_path(dsn), self.lock_wait_seconds)
-        try:
+            client, handle = open_engine(
+                embedded_path(dsn),
+                lambda: connect(dsn),
+                self.lock_wait_seconds,
+                timer.phase,
+                self._log,
+                self._run_id,
+            )
+        else:
             with timer.phase("engine_open"):
-                client = clickhouse_connect.get_client(dsn=dsn)
+                client = connect(dsn)
+        try:
+            yield client
+        finally:
             try:
-                yield client
-            finally:
                 with timer.phase("engine_close"):
                     client.close()
-        finally:
-            if handle is not None:
-                release_file_lock(handle)
+            finally:
+                if handle is not None:
+                    release_file_lock(handle)
 
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:
@@ -103,8 +123,10 @@ class ClickHouseResource(ConfigurableResource):
             engine, users = _KEPT.get(dsn) or (
                 KeptEngine(
                     embedded_path(dsn),
-                    lambda: clickhouse_connect.get_client(dsn=dsn),
+                    lambda: connect(dsn),
                     self.lock_wait_seconds,
+                    self._log,
+                    self._run_id,
                 ),
                 0,
             )
