@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import weakref
 from collections.abc import Iterator
@@ -17,7 +18,12 @@ from pydantic import PrivateAttr
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
-from atlas_dagster.resources.embedded_engine import KeptEngine, open_engine, release_file_lock
+from atlas_dagster.resources.embedded_engine import (
+    EngineOpenError,
+    KeptEngine,
+    open_engine,
+    release_file_lock,
+)
 from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
@@ -35,12 +41,27 @@ def dsn_password(dsn: str) -> str | None:
     return urlparse(dsn).password
 
 
+_OS_ERROR_RE = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+
+
 def connect(dsn: str) -> Client:
     """A client for the DSN. Against a server, bound parameters (a tenant's S3 keys among them)
     travel in the request body, never in the URL that proxies and access logs keep."""
     if is_embedded(dsn):
         return clickhouse_connect.get_client(dsn=dsn)
-    return clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
+    try:
+        return clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
+    except Exception as exc:
+        raise EngineOpenError(
+            f"ClickHouse at {redact(dsn)} is unreachable: {_short_reason(exc, dsn)}"
+        ) from exc
+
+
+def _short_reason(exc: Exception, dsn: str) -> str:
+    """The OS error of a failed connection, else the first line of the server's answer."""
+    text = redact(str(exc), (dsn_password(dsn),))
+    found = _OS_ERROR_RE.search(text)
+    return found.group(0).strip() if found else text.splitlines()[0][:300] if text else repr(exc)
 
 
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.

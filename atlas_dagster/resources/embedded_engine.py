@@ -207,7 +207,16 @@ def open_engine(
     """Lock, then open; the lock is released whenever the open fails, so that nobody (this
     process included) waits on a lock whose engine never opened."""
     with on_phase("engine_lock_wait"):
-        handle = acquire_file_lock(data_dir, wait_seconds, log, run_id)
+        try:
+            handle = acquire_file_lock(data_dir, wait_seconds, log, run_id)
+        except OSError as exc:  # e.g. a parent of the data directory is a file
+            why = exc.strerror or str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                why = f"{exc.filename} exists and is not a directory"
+            raise EngineOpenError(
+                f"embedded ClickHouse at {data_dir} could not be opened: its lock file "
+                f"{_lock_path(data_dir)} cannot be created: {why}"
+            ) from exc
     try:
         with on_phase("engine_open"):
             return open_client(), handle
