@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
 import threading
 import weakref
@@ -13,11 +14,12 @@ from urllib.parse import urlparse
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
 from pydantic import PrivateAttr
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
+from atlas_dagster.resources.day_exclusion import day_exclusion, day_key
 from atlas_dagster.resources.embedded_engine import (
     EngineOpenError,
     KeptEngine,
@@ -78,10 +80,28 @@ class ClickHouseResource(ConfigurableResource):
     # Set per run by Dagster (setup_for_execution): where waits are reported, who is waiting.
     _log: WaitLog | None = PrivateAttr(default=None)
     _run_id: str = PrivateAttr(default="")
+    _instance: DagsterInstance | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._log = context.log
         self._run_id = context.run_id or ""
+        self._instance = context.instance
+
+    def day_exclusion(
+        self, tenant_key: str, domain: str, day: dt.date
+    ) -> contextlib.AbstractContextManager[None]:
+        """One load of a tenant-day-domain at a time (clear → INSERT → count). Against a server it
+        is held in the Dagster instance's storage (resources/day_exclusion.py); embedded, the
+        engine's file lock already serializes every write."""
+        if self.is_embedded():
+            return contextlib.nullcontext()
+        return day_exclusion(
+            self._instance,
+            day_key(tenant_key, domain, day),
+            self.lock_wait_seconds,
+            self._log,
+            self._run_id,
+        )
 
     def resolved_dsn(self) -> str:
         return self.dsn or clickhouse_dsn()
