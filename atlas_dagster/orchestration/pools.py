@@ -77,11 +77,14 @@ class PoolClaim:
 
 
 def claims(instance: DagsterInstance, pool: str) -> list[PoolClaim]:
+    """Claimed slots, then claims still pending (a claimed step keeps its pending row)."""
     info = pool_info(instance, pool)
-    return [PoolClaim(c.run_id, c.step_key, True) for c in info.claimed_slots] + [
+    claimed = [PoolClaim(c.run_id, c.step_key, True) for c in info.claimed_slots]
+    taken = {(c.run_id, c.step_key) for c in claimed}
+    return claimed + [
         PoolClaim(p.run_id, p.step_key, False)
         for p in info.pending_steps
-        if p.assigned_timestamp is not None  # an assigned claim holds a slot until it claims it
+        if (p.run_id, p.step_key) not in taken
     ]
 
 
@@ -122,7 +125,8 @@ def reclaim_dead_claims(
         if why is None:
             continue
         free_pool_slot(instance, claim.run_id, claim.step_key)
-        text = f"freed a slot of pool {pool} held by {claim.describe(run)}: {why}"
+        what = "a slot" if claim.claimed else "a pending claim"
+        text = f"freed {what} of pool {pool} held by {claim.describe(run)}: {why}"
         freed.append(text)
         if log is not None:
             log.warning(text)
