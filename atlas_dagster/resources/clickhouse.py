@@ -84,7 +84,7 @@ class ClickHouseResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._log = context.log
-        self._run_id = context.run_id or ""
+        self._run_id = context.run.run_id if context.run is not None else ""
         self._instance = context.instance
 
     def day_exclusion(

@@ -209,6 +209,8 @@ def open_engine(
     with on_phase("engine_lock_wait"):
         try:
             handle = acquire_file_lock(data_dir, wait_seconds, log, run_id)
+        except WaitTimeout:
+            raise  # a TimeoutError, hence an OSError, but not a problem of the directory
         except OSError as exc:  # e.g. a parent of the data directory is a file
             why = exc.strerror or str(exc)
             if isinstance(exc, FileExistsError | NotADirectoryError):
