@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import clickhouse_connect
+from clickhouse_connect.driver._backend.httpcommon import parse_command_body
 from clickhouse_connect.driver.client import Client
 from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
 from pydantic import PrivateAttr
@@ -52,11 +53,46 @@ def connect(dsn: str) -> Client:
     if is_embedded(dsn):
         return clickhouse_connect.get_client(dsn=dsn)
     try:
-        return clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
+        client = clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
     except Exception as exc:
         raise EngineOpenError(
             f"ClickHouse at {redact(dsn)} is unreachable: {_short_reason(exc, dsn)}"
         ) from exc
+    return _commands_bind_in_body(client)
+
+
+def _commands_bind_in_body(client: Client) -> Client:
+    """clickhouse-connect 1.12 honours form_encode_query_params in query() and raw_query() but
+    not in command(), which always puts bound parameters in the URL (plan_command_request in
+    driver/_backend/httpcommon.py): this client's command() with parameters goes through
+    raw_query() instead, so they travel in the form-encoded body, and returns what command()
+    would (one value, a list of values, or '' when the statement returns nothing)."""
+    plain_command = client.command
+
+    def command(
+        cmd: str,
+        parameters: Any = None,
+        data: Any = None,
+        settings: dict | None = None,
+        use_database: bool = True,
+        external_data: Any = None,
+        transport_settings: dict[str, str] | None = None,
+    ) -> Any:
+        if not parameters or data is not None or external_data is not None:
+            return plain_command(
+                cmd, parameters, data, settings, use_database, external_data, transport_settings
+            )
+        body = client.raw_query(
+            cmd,
+            parameters,
+            settings,
+            use_database=use_database,
+            transport_settings=transport_settings,
+        )
+        return parse_command_body(body) if body else ""
+
+    client.command = command  # type: ignore[method-assign]
+    return client
 
 
 def _short_reason(exc: Exception, dsn: str) -> str:
