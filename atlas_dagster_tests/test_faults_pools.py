@@ -141,6 +141,8 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         killed.wait_for(lambda line: "INSERT started" in line)
         time.sleep(2.0)  # the day logs 'running', clears, and its INSERT runs
         killed.kill()
+        with clickhouse.session() as client:  # what the killed INSERT left behind
+            assert _day_state(client) == ("running", 0), _day_state(client)
         leaked = [c for c in claims(instance, INSERT_POOL) if c.claimed]
         assert len(leaked) == 3, leaked  # every slot of the pool (limit 3) held by the dead
 
@@ -162,10 +164,21 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
             "WHERE organization_id = 'leaks' AND partition_date = {d:Date}",
             parameters={"d": KILLED_DAY},
         ).result_rows
-        raw = client.command(
-            "SELECT count() FROM atlas.tbt_raw_events_casino FINAL "
-            "WHERE organization_id = 'leaks' AND event_date = {d:Date}",
-            parameters={"d": KILLED_DAY},
-        )
+        raw = _day_state(client)[1]
     assert row == [("completed", KILLED_DAY_ROWS, 2)], row  # the killed attempt, then this one
     assert raw == KILLED_DAY_ROWS  # exactly the export's rows: nothing of the killed INSERT
+
+
+def _day_state(client) -> tuple[str, int]:
+    """(the killed day's log status, its rows in the raw table)."""
+    status = client.command(
+        "SELECT status FROM atlas.backfill_log FINAL "
+        "WHERE organization_id = 'leaks' AND partition_date = {d:Date}",
+        parameters={"d": KILLED_DAY},
+    )
+    rows = client.command(
+        "SELECT count() FROM atlas.tbt_raw_events_casino FINAL "
+        "WHERE organization_id = 'leaks' AND event_date = {d:Date}",
+        parameters={"d": KILLED_DAY},
+    )
+    return status, int(rows)
