@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
+import subprocess
+import tempfile
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.dagster_dev import write_tenants
+from atlas_dagster.cli.dagster_dev import free_port, write_tenants
 from atlas_dagster.loading.inbound import insert_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
@@ -161,3 +166,81 @@ def test_a_killed_holder_does_not_keep_the_day_and_a_wait_names_it(tmp_path: Pat
         holder.kill()
         with clickhouse.day_exclusion("srv.main", "casino", DAY):
             pass  # freed by the holder's death, with nobody's help
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL on loopback, run as the `postgres` OS user (initdb refuses root).
+
+    Kept minimal here; the fleet's PostgreSQL fixture can replace it once merged."""
+    # Not under pytest's root-only temp folder: the postgres user must reach it.
+    base = Path(tempfile.mkdtemp(prefix="atlas-faults-pg-"))
+    data = base / "data"
+    shutil.chown(base, "postgres", "postgres")
+    run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*run_as, "initdb", "-A", "trust", "-U", "postgres", "-D", str(data)],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [*run_as, "postgres", "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(base)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            subprocess.run(
+                ["pg_isready", "-h", "127.0.0.1", "-p", str(port)], capture_output=True
+            ).returncode
+            != 0
+        ):
+            assert server.poll() is None and time.monotonic() < deadline, "postgres did not start"
+            time.sleep(0.2)
+        subprocess.run(
+            [
+                "psql",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "postgres",
+                "-c",
+                "CREATE DATABASE dagster",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/dagster"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_on_a_postgres_instance_the_day_is_an_advisory_lock_its_killed_holder_frees(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    _, env = _site(tmp_path)
+    Path(env["DAGSTER_HOME"], "dagster.yaml").write_text(
+        f"storage:\n  postgres:\n    postgres_url: {postgres_url}\ntelemetry:\n  enabled: false\n"
+    )
+    holder = python(HOLDER, "http://127.0.0.1:9", DAY.isoformat(), env=env)
+    holder.wait_for(lambda line: line == "held", timeout=120)
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        clickhouse = _resource("http://127.0.0.1:9", instance, wait=2)
+        with pytest.raises(DayBusyError) as raised:
+            with clickhouse.day_exclusion("srv.main", "casino", DAY):
+                pass
+        # Named from pg_stat_activity: the holder's worker (pid) and run.
+        assert f":{holder.pid}:" in str(raised.value), raised.value
+        assert not list(Path(env["DAGSTER_HOME"]).glob("atlas_day_locks/*"))  # not a file lock
+        holder.kill()
+        started = time.monotonic()
+        clickhouse = _resource("http://127.0.0.1:9", instance, wait=30)
+        with clickhouse.day_exclusion("srv.main", "casino", DAY):
+            freed_after = time.monotonic() - started
+    assert freed_after < 10, freed_after  # PostgreSQL dropped the dead session's lock
