@@ -94,7 +94,8 @@ def backfill_log_canceled_runs(
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Marks 'running' backfill_log days failed when their Dagster run is finished or unknown, "
-        "or their worker process on this host is gone; fails STARTED runs whose worker died."
+        "or their worker process on this host is gone; fails STARTED runs whose worker died; "
+        "frees atlas_insert slots whose holder is dead."
     ),
 )
 def backfill_log_stale_sweep(
