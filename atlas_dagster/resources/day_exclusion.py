@@ -6,9 +6,10 @@ instance's storage), and freed by the death of its holder without anyone's help.
   lock on a dedicated connection, keyed by a 64-bit digest of the tenant-day-domain. PostgreSQL
   drops it when the holder's connection ends, however the holder died; waiters name the holder
   from pg_stat_activity (its application_name carries worker and run).
-- Any other instance storage (SQLite: one host by construction) or no instance: a file lock in
-  the instance's directory, among LOCK_BUCKETS files (a digest of the key picks one), freed by
-  the kernel when the holder dies; the holder's identity is written into it.
+- Any other instance storage (SQLite: one host by construction): a file lock in the instance's
+  directory, among LOCK_BUCKETS files (a digest of the key picks one), freed by the kernel when
+  the holder dies; the holder's identity is written into it. Without an instance (a load called
+  outside Dagster) the same, in the system's temporary directory: this host only.
 
 Embedded mode needs none of this: the engine's own file lock already lets one process at a time
 write. Every wait is bounded and reported like the others (resources/waits.py).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,6 @@ from atlas_dagster.dagster_internals import instance_database_connection
 from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.resources.embedded_engine import acquire_lock_file, release_file_lock
 from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
-from atlas_dagster.settings import PROJECT_ROOT
 
 # 4 INSERTs at most in flight: two unrelated days share a file with probability ~6/1024, and
 # then only take turns; one file per day would leave a file per day ever loaded.
@@ -57,7 +58,7 @@ def _digest(key: str) -> int:
 
 
 def _lock_dir(instance: DagsterInstance | None) -> Path:
-    base = Path(instance.root_directory) if instance is not None else PROJECT_ROOT / ".atlas"
+    base = Path(instance.root_directory if instance is not None else tempfile.gettempdir())
     return base / "atlas_day_locks"
 
 
