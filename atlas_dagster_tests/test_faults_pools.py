@@ -153,6 +153,8 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         assert f"waiting for a slot of pool {INSERT_POOL}" in output, output
         assert output.count(f"freed a slot of pool {INSERT_POOL}") == 3, output
         assert "is gone" in output
+        # Its sweep (no daemon here) marked the killed attempt's 'running' day failed first.
+        assert f"casino {KILLED_DAY} marked failed: stale:" in output, output
         leaked_runs = {c.run_id for c in leaked}
         statuses = {instance.get_run_by_id(r).status for r in leaked_runs}
         assert statuses == {DagsterRunStatus.FAILURE}, statuses  # not left STARTED forever

@@ -62,7 +62,7 @@ OPERATOR_ERRORS = (
 )
 
 
-def _show_waits() -> None:
+def _show_waits() -> logging.Handler:
     """Waits outside a Dagster run (the engine lock, a slot) go to stderr as they happen."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("atlas-dagster: %(message)s"))
@@ -70,26 +70,41 @@ def _show_waits() -> None:
     WAIT_LOGGER.setLevel(logging.INFO)
     # The driver logs a connection failure itself; the one-line error below already says it.
     logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
+    return handler
 
 
-def _check_clickhouse() -> None:
-    """`load` opens ClickHouse once before its run starts, so that an unreachable server or an
-    unusable data directory is one line here rather than a failed run per day."""
-    with ClickHouseResource().session() as client:
-        client.command("SELECT 1")
+def _check_and_sweep() -> None:
+    """Before `load` starts its run: ClickHouse is opened once, so that an unreachable server or
+    an unusable data directory is one line here rather than a failed run; and, since no daemon
+    may be running, one stale-load sweep (the sensor's): 'running' days of dead processes
+    become failed and their STARTED runs failed. (Pool slots of dead processes are freed by the
+    run's own INSERT as soon as it waits for one, which it then reports.)"""
+    from dagster import DagsterInstance
+
+    from atlas_dagster.monitoring.stale_loads import sweep
+    from atlas_dagster.resources.clickhouse import ensure_schema
+
+    with DagsterInstance.get() as instance:
+        with ClickHouseResource().session() as client:
+            ensure_schema(client)
+            result = sweep(client, instance)
+    for item in result.marked:
+        print(f"atlas-dagster: {item.load.label} marked failed: {item.reason}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    _show_waits()
+    handler = _show_waits()
     try:
         if args.command == "load":
-            _check_clickhouse()
+            _check_and_sweep()
         return args.run(args)
     except OPERATOR_ERRORS as exc:
         text = ClickHouseResource().redact(str(exc)).strip().splitlines()
         print(f"atlas-dagster: {text[0] if text else type(exc).__name__}", file=sys.stderr)
         return 2
+    finally:
+        WAIT_LOGGER.removeHandler(handler)  # main() may run in-process (tests, the demo)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class BoundedWait:
         elapsed = self.elapsed
         if elapsed > self.limit_seconds:
             raise self.error(
-                f"gave up waiting for {self.what} after {elapsed:.0f}s "
+                f"gave up waiting for {self.what}, busy for {elapsed:.0f}s "
                 f"(the bound is {self.limit_seconds:.0f}s): {holder}"
             )
         now = time.monotonic()
