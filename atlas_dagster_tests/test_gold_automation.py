@@ -176,20 +176,23 @@ def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> Non
     assert checks == {(k, RECONCILES_RAW) for k in gold}
 
 
-def _start_raw_run(instance: DagsterInstance, partition_key: str):
-    """A run that planned a raw day and has not landed it yet: the day is in progress."""
-    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+def _start_raw_run(instance: DagsterInstance, first: str, last: str | None = None):
+    """A raw run queued or running over a partition range, as a backfill launches it."""
     from dagster._core.storage.dagster_run import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    run = create_run_for_test(instance, job_name="raw_backfill", status=DagsterRunStatus.STARTED)
-    planned = DagsterEvent.build_asset_materialization_planned_event(
-        "raw_backfill",
-        "raw_events",
-        AssetMaterializationPlannedData(AssetKey("tbt_raw_events_casino"), partition=partition_key),
+    tags = (
+        {"dagster/partition": first}
+        if last is None
+        else {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
     )
-    instance.report_dagster_event(planned, run_id=run.run_id)
-    return run
+    return create_run_for_test(
+        instance,
+        job_name="__ASSET_JOB",
+        status=DagsterRunStatus.STARTED,
+        asset_selection=frozenset({AssetKey("tbt_raw_events_casino")}),
+        tags=tags,
+    )
 
 
 def test_in_embedded_mode_a_tenants_gold_waits_while_its_raw_is_loading(
