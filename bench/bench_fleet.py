@@ -7,6 +7,8 @@ size N (default 40,100,200):
   N x 1,096 partitions per asset); no exports: nothing here reads raw data;
 * times the code location load (a fresh interpreter importing atlas_dagster.definitions and
   resolving its asset graph and jobs);
+* fills backfill_log with the whole history 'completed' (N x 1,096 x 4 rows, generated inside
+  the engine by bench/sql/seed_backfill_log.sql), so the stale sweep reads a fleet-sized log;
 * starts `dagster-daemon run` on a fresh SQLite instance and embedded ClickHouse, with every
   sensor of the project running (gold automation and stale sweep every --interval seconds,
   queue release every 15 s, run-status sensors at Dagster's default 30 s). The instance queues
@@ -105,6 +107,18 @@ def setup(count: int, base: Path, interval: int) -> FleetSetup:
         "ATLAS_STALE_SWEEP_SECONDS": str(interval),
     }
     return FleetSetup(count, root, tenants_file, env, keys)
+
+
+def seed_backfill_log(fleet: FleetSetup) -> int:
+    """The full history 'completed' in backfill_log, so the stale sweep reads a fleet's log."""
+    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+
+    days = (END - START).days + 1
+    text = (REPO / "bench" / "sql" / "seed_backfill_log.sql").read_text()
+    with ClickHouseResource(dsn=fleet.env["ATLAS_CLICKHOUSE_DSN"]).session() as client:
+        ensure_schema(client)
+        client.command(text, parameters={"tenants": fleet.tenants, "days": days, "start": START})
+        return int(client.command("SELECT count() FROM atlas.backfill_log"))
 
 
 def code_location_load(fleet: FleetSetup, module: str) -> tuple[float, float]:
@@ -263,6 +277,7 @@ def run_size(count: int, base: Path, args: argparse.Namespace, module: str) -> d
 
     fleet = setup(count, base, args.interval)
     result: dict[str, Any] = {"tenants": count, "partitions_per_asset": count * 1096}
+    result["backfill_log_rows"] = seed_backfill_log(fleet)
     load, build = code_location_load(fleet, module)
     result["code_location_load_s"], result["definitions_build_s"] = round(load, 2), round(build, 2)
     os.environ.update(fleet.env)
@@ -317,6 +332,7 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(f"| {name} | " + " | ".join(cell(r) for r in results) + " |")
 
     row("partitions per asset", lambda r: f"{r['partitions_per_asset']:,}")
+    row("backfill_log rows", lambda r: f"{r['backfill_log_rows']:,}")
     row("code location load (of which definitions)",
         lambda r: f"{r['code_location_load_s']} s ({r['definitions_build_s']} s)")
     for phase in ("idle", "landing"):
