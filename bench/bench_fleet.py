@@ -247,15 +247,15 @@ def latency_ticks(
     automation: list[tuple[float, float, str]],
     lookback: int,
 ) -> list[int]:
-    """Per requested tenant-day: automation ticks started from its raw being complete to the
-    tick that requested it (1 = the first tick after it landed)."""
+    """Per requested tenant-day: automation ticks that ended after its raw was complete and
+    started before its request (1 = the first tick that could see it)."""
     from atlas_dagster.partitions import split_key
 
     out = []
     for asset, partition, created in requests:
         day, _ = split_key(partition)
         ready = ready_time(asset, day, complete, lookback)
-        out.append(sum(1 for start, _, _ in automation if ready <= start <= created))
+        out.append(sum(1 for start, end, _ in automation if end >= ready and start <= created))
     return out
 
 
@@ -275,6 +275,8 @@ def stats(ticks: list[tuple[float, float, str]]) -> dict[str, Any]:
 def run_size(count: int, base: Path, args: argparse.Namespace, module: str) -> dict[str, Any]:
     from dagster import DagsterInstance
 
+    from atlas_dagster.partitions import split_key
+
     fleet = setup(count, base, args.interval)
     result: dict[str, Any] = {"tenants": count, "partitions_per_asset": count * 1096}
     result["backfill_log_rows"] = seed_backfill_log(fleet)
@@ -283,14 +285,17 @@ def run_size(count: int, base: Path, args: argparse.Namespace, module: str) -> d
     os.environ.update(fleet.env)
     instance = DagsterInstance.get()
     daemon = start_daemon(fleet, module)
+    landing = ended = float("inf")
+    complete: dict[dt.date, float] = {}
     try:
-        began = time.time()
-        wait_ticks(instance, GOLD_SENSOR, began, args.idle_ticks, args.timeout)
+        wait_ticks(instance, GOLD_SENSOR, time.time(), args.idle_ticks, args.timeout)
         landing = time.time()
         complete = land_year(instance, fleet.tenant_keys[0], args.land_seconds)
         wait_ticks(instance, GOLD_SENSOR, time.time(), 3, args.timeout)
-        ended = time.time()
+    except TimeoutError as exc:  # a finding, not a crash: the ticks so far are reported
+        result["timed_out"] = str(exc)
     finally:
+        ended = time.time()
         stop(daemon)
     ticks = sensor_ticks(instance)
     result["idle"] = {n: stats([t for t in v if t[0] < landing]) for n, v in ticks.items()}
@@ -300,7 +305,8 @@ def run_size(count: int, base: Path, args: argparse.Namespace, module: str) -> d
     requests = gold_requests(instance)
     keys = [(asset, partition) for asset, partition, _ in requests]
     lookback = int(fleet.env.get("ATLAS_LIABILITY_LOOKBACK_DAYS", "90"))
-    lat = latency_ticks(requests, complete, ticks.get(GOLD_SENSOR, []), lookback)
+    landed = [r for r in requests if split_key(r[1])[0] in complete]
+    lat = latency_ticks(landed, complete, ticks.get(GOLD_SENSOR, []), lookback)
     result["gold"] = {
         "requested": len(keys),
         "requested_twice": len(keys) - len(set(keys)),
@@ -345,6 +351,7 @@ def table(results: list[dict[str, Any]]) -> str:
                 return f"{s['median_s']} / {s['max_s']} s ({s['ticks']}{failed})"
 
             row(f"{name}, {phase}: median / max (ticks)", cell)
+    row("phase timed out", lambda r: r.get("timed_out", "no"))
     row("gold tenant-days requested", lambda r: str(r["gold"]["requested"]))
     row("… requested twice", lambda r: str(r["gold"]["requested_twice"]))
     row("ticks from raw complete to gold request (max)",
@@ -358,7 +365,7 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=10, help="automation/sweep seconds")
     parser.add_argument("--idle-ticks", type=int, default=4)
     parser.add_argument("--land-seconds", type=float, default=40.0)
-    parser.add_argument("--timeout", type=float, default=300.0, help="per phase, seconds")
+    parser.add_argument("--timeout", type=float, default=240.0, help="per phase, seconds")
     parser.add_argument(
         "--reference", type=int, default=100,
         help="fleet size for the stock AutomationCondition.eager() side-by-side (0: none)",
@@ -372,10 +379,12 @@ def main() -> None:
             print(f"fleet: {count} tenants ...", flush=True)
             result = run_size(count, base, args, "atlas_dagster.definitions")
             results.append({**result, "label": f"{count} tenants"})
+            print(json.dumps(results[-1]), flush=True)
         if args.reference:
             print(f"fleet: {args.reference} tenants, stock eager() ...", flush=True)
             result = run_size(args.reference, base / "eager", args, EAGER_MODULE)
             results.append({**result, "label": f"{args.reference} tenants, stock eager()"})
+            print(json.dumps(results[-1]), flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
