@@ -8,6 +8,9 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
+# make bench BENCH=fleet: sensors and gold automation at 40/100/200 tenants x 3 years on the real
+# daemon (bench/bench_fleet.py); BENCH_FLEET_ARGS="--tenants 100 --reference 0" for one size.
+BENCH_FLEET_ARGS ?=
 
 .PHONY: install demo dev test lint bench clean
 
@@ -42,6 +45,7 @@ test: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
+	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home

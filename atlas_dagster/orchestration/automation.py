@@ -340,6 +340,20 @@ class GoldAfterRaw(AutomationCondition):
         self, log: EventLogSnapshot, candidates: list[tuple[str, dt.date, int]]
     ) -> tuple[list[tuple[str, dt.date]], list[tuple[str, dt.date]], set[str]]:
         """(to request, refreshed since: drop, tenants waiting on a run) among the candidates."""
+        boxes: dict[str, list[RunBox]] = {}
+        for box in log.runs():
+            for tenant in box.tenants:
+                boxes.setdefault(tenant, []).append(box)
+        raw_keys = set(RAW_KEYS_BY_DOMAIN.values())
+        # Embedded: a tenant with a raw run in progress waits, with no look-up at all (during a
+        # fleet backfill that is most tenants, every tick).
+        busy = {
+            tenant
+            for tenant, runs in boxes.items()
+            if self._embedded and any(box.assets & raw_keys for box in runs)
+        }
+        waiting = {t for t, _, _ in candidates if t in busy}
+        candidates = [c for c in candidates if c[0] not in busy]
         reads = {(t, d): self._reads(self._tenants[t], d) for t, d, _ in candidates}
         keys_by_domain: dict[str, set[str]] = {}
         for pairs in reads.values():
@@ -350,12 +364,7 @@ class GoldAfterRaw(AutomationCondition):
             for domain, keys in keys_by_domain.items()
         }
         gold_key = AssetKey(self._table.name)
-        gold_keys = (TenantDay(d, t).partition_key for t, d, _ in candidates)
-        gold = log.latest(gold_key, gold_keys)
-        runs = log.runs()
-        raw_keys = set(RAW_KEYS_BY_DOMAIN.values())
-        busy = [box.tenants for box in runs if self._embedded and box.assets & raw_keys]
-        raw_busy = set().union(*busy)
+        gold = log.latest(gold_key, [TenantDay(d, t).partition_key for t, d, _ in candidates])
 
         def loading(domain: str, key: str) -> bool:
             """A run in progress spans the raw day and has not landed it (nothing newer)."""
@@ -364,20 +373,18 @@ class GoldAfterRaw(AutomationCondition):
             return any(
                 box.covers(raw_key, tenant, day)
                 and (landed is None or landed.timestamp < box.created)
-                for box in runs
+                for box in boxes.get(tenant, ())
             )
 
-        request, drop, waiting = [], [], set()
+        request, drop = [], []
         for tenant, day, trigger in candidates:
             refreshed = gold.get(TenantDay(day, tenant).partition_key)
             if refreshed is not None and refreshed.storage_id > trigger:
                 drop.append((tenant, day))
             elif any(key not in raw[domain] for domain, key in reads[(tenant, day)]):
                 continue  # waits for raw: re-checked when the tenant's raw changes
-            elif (
-                tenant in raw_busy
-                or any(box.covers(gold_key, tenant, day) for box in runs)
-                or any(loading(domain, key) for domain, key in reads[(tenant, day)])
+            elif any(box.covers(gold_key, tenant, day) for box in boxes.get(tenant, ())) or any(
+                loading(domain, key) for domain, key in reads[(tenant, day)]
             ):
                 waiting.add(tenant)
             else:
