@@ -372,7 +372,7 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the instances for a look")
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="atlas-bench-fleet-"))
+    base = Path(tempfile.mkdtemp(prefix="atlas-sensors-fleet-"))
     results = []
     try:
         for count in (int(n) for n in args.tenants.split(",")):
