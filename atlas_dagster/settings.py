@@ -30,7 +30,7 @@ def clickhouse_dsn() -> str:
 
 def clickhouse_cluster() -> str | None:
     cluster = os.environ.get("ATLAS_CLICKHOUSE_CLUSTER") or None
-    if cluster is not None and not IDENTIFIER_RE.match(cluster):
+    if cluster is not None and not IDENTIFIER_RE.fullmatch(cluster):
         raise SettingsError(f"ATLAS_CLICKHOUSE_CLUSTER={cluster!r} is not a valid cluster name")
     return cluster
 
@@ -47,6 +47,16 @@ def automation_interval_seconds() -> int:
     of a landed tenant-day is requested within two ticks."""
     return _int_setting(
         "ATLAS_AUTOMATION_SECONDS", 30, 5, 3_600, "seconds between two gold automation ticks"
+    )
+
+
+def slot_wait_seconds() -> int:
+    """ATLAS_SLOT_WAIT_SECONDS: the longest an INSERT waits for a slot of the pool (default 6 h).
+
+    Claims of dead processes are freed while waiting, so reaching it means live loads held every
+    slot that long: the day fails naming them, rather than waiting forever."""
+    return _int_setting(
+        "ATLAS_SLOT_WAIT_SECONDS", 6 * 3600, 1, 7 * 86_400, "seconds an INSERT waits for a slot"
     )
 
 
