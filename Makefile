@@ -8,7 +8,11 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
+# make bench BENCH=fleet: sensors and gold automation at 40/100/200 tenants x 3 years on the real
+# daemon (bench/bench_fleet.py; BENCH_FLEET_ARGS="--tenants 100 --reference 0" for one size), then
+# the fleet backfill, status and verify on SQLite and PostgreSQL (bench/bench_fleet_backfill.py).
 BENCH_FLEET_ARGS ?=
+BENCH_FLEET_BACKFILL_ARGS ?=
 
 .PHONY: install demo dev test lint bench clean
 
@@ -43,7 +47,8 @@ test: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
-	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_ARGS))
+	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
+	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home
