@@ -11,10 +11,10 @@ from atlas_dagster import sql
 from atlas_dagster.checks.results import CheckOutcome
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import ExportSource
-from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.loading.inbound import PreparedDay, count_day, diagnose_rows
 from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.tenants import Tenant
-from atlas_dagster.validation.sample import check_sample
+from atlas_dagster.validation.rows import describe
 from atlas_dagster.validation.schema import check_schema
 
 RAW_CHECK_NAMES = ("log_completed", "rows_reconcile", "schema_conformance")
@@ -22,8 +22,9 @@ RAW_CHECK_DESCRIPTIONS = {
     "log_completed": "backfill_log (read with FINAL) says completed for this tenant-day",
     "rows_reconcile": "rows_loaded in backfill_log = distinct events in the raw table = rows in "
     "the day's Parquet files (from their footers), less duplicate event_ids the load counted once",
-    "schema_conformance": "the day's export passed the pre-insert validation (schema, types, "
-    "tenant ids, UTC day, a bounded sample)",
+    "schema_conformance": "the day's export meets the contract: schema, types and footer "
+    "statistics before the INSERT, and every row's rules (tenant, UTC day, event type, ids, "
+    "required values, money) inside ClickHouse",
 }
 
 
@@ -125,16 +126,27 @@ def session_outcomes(
 def outcomes_from_scratch(
     clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date
 ) -> list[CheckOutcome]:
-    """The three checks without loading: re-reads the log, the raw table and the footers."""
+    """The three checks without loading: re-reads the log, the raw table, the footers, and every
+    row of the export against the contract's row rules (inside ClickHouse)."""
     parquet_rows: int | None = None
     validation_error: str | None = None
     files = 0
+    prepared: PreparedDay | None = None
     try:
-        source = ExportSource(tenant)
-        day_export = source.list_day(domain.name, day)
+        day_export = ExportSource(tenant).list_day(domain.name, day)
         files, parquet_rows = len(day_export.files), day_export.num_rows
-        check_schema(day_export, domain, tenant, day)
-        check_sample(source, day_export, domain, tenant, day)
+        day_schema = check_schema(day_export, domain, tenant, day)
+        secrets = tenant.s3.credentials() or ()
+        prepared = PreparedDay(tenant, domain, day, day_export, day_schema, secrets)
     except Exception as exc:  # the check reports the export's problem instead of raising it
         validation_error = clickhouse.redact(f"{type(exc).__name__}: {exc}")
-    return session_outcomes(clickhouse, tenant, domain, day, parquet_rows, validation_error, files)
+    with clickhouse.session() as client:
+        if prepared is not None:
+            try:
+                violations = diagnose_rows(client, prepared, clickhouse.resolved_cluster())
+                validation_error = describe(day, domain, violations) if violations else None
+            except Exception as exc:
+                validation_error = clickhouse.redact(
+                    f"{type(exc).__name__}: {exc}", prepared.secrets
+                )
+        return day_outcomes(client, tenant, domain, day, parquet_rows, validation_error, files)
