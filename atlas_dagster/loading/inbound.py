@@ -117,7 +117,8 @@ def _select_expression(column: Column, day_schema: DaySchema) -> str:
     if column.name in day_schema.float_money_columns:
         # Through the shortest decimal text of the rounded double: 1.005 stays 1.0050.
         cast = "toDecimal64OrNull" if column.nullable else "toDecimal64"
-        return f"{cast}(toString(round({column.name}, 4)), 4) AS {column.name}"
+        # Aliased apart from the column: the guards in WHERE must see the file's double.
+        return f"{cast}(toString(round({column.name}, 4)), 4) AS {column.name}_decimal"
     return column.name
 
 
