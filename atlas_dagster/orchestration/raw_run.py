@@ -52,7 +52,7 @@ from atlas_dagster.orchestration.pools import (
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.settings import ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
 
@@ -224,6 +224,7 @@ class RawRun:
         for work in works:
             by_tenant.setdefault(work.tenant.key, []).append(work)
         with self.clickhouse.session() as client:
+            ensure_schema(client)
             for key, tenant_works in by_tenant.items():
                 domains = list({w.domain.name: w.domain for w in tenant_works}.values())
                 days = sorted({w.tenant_day.partition_date for w in tenant_works})
