@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
-# make bench runs both benchmarks; BENCH=load or BENCH=backfill picks one, *_ARGS pass flags
+# make bench runs load and backfill; BENCH=load, backfill or small picks one, *_ARGS pass flags
 # (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
+BENCH_SMALL_ARGS ?=
 
 .PHONY: install demo dev test lint bench clean
 
@@ -42,6 +43,7 @@ test: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
+	$(if $(filter small,$(BENCH)),$(BIN)/python -m bench.bench_small $(BENCH_SMALL_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home
