@@ -37,6 +37,13 @@ INSERT_SETTINGS: dict[str, int] = {
     # A null in a required (non-Nullable) column stops the read instead of becoming '' or 0:
     # the row rule "required columns hold a value in every row" at no cost per row.
     "input_format_null_as_default": 0,
+    # The row guards never filter a row (they pass or refuse the day), so pushing them down to
+    # the Parquet reader (row-group statistics, bloom filters) or into PREWHERE can skip nothing
+    # and only costs: on 5k-row days, interleaved, guards cost +12 ms CPU a day with push-down
+    # and PREWHERE, +2.6 ms without (32.0 ms without guards).
+    "input_format_parquet_filter_push_down": 0,
+    "input_format_parquet_bloom_filter_push_down": 0,
+    "optimize_move_to_prewhere": 0,
 }
 
 
