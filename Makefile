@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
-# make bench runs load and backfill; BENCH=load, backfill or fleet picks one, *_ARGS pass flags
-# (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
+# make bench runs load and backfill; BENCH=load, backfill, small or fleet picks one, *_ARGS pass
+# flags (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
+BENCH_SMALL_ARGS ?=
 # make bench BENCH=fleet: sensors and gold automation at 40/100/200 tenants x 3 years on the real
 # daemon (bench/bench_fleet.py; BENCH_FLEET_ARGS="--tenants 100 --reference 0" for one size), then
 # the fleet backfill, status and verify on SQLite and PostgreSQL (bench/bench_fleet_backfill.py).
@@ -47,6 +48,7 @@ test: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
+	$(if $(filter small,$(BENCH)),$(BIN)/python -m bench.bench_small $(BENCH_SMALL_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
 
