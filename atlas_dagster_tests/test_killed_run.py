@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
@@ -59,6 +60,18 @@ def _insert_started(instance: DagsterInstance, run_id: str) -> int | None:
     return None
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _wait_for_cpu(pid: int, seconds: float, deadline: float) -> None:
+    start = _cpu_seconds(pid)
+    while _cpu_seconds(pid) - start < seconds:
+        assert time.monotonic() < deadline, f"worker {pid} used no CPU"
+        time.sleep(0.05)
+
+
 def _log_row(stack: DagsterStack) -> dict:
     clickhouse = ClickHouseResource(dsn=stack.env["ATLAS_CLICKHOUSE_DSN"], lock_wait_seconds=60)
     with clickhouse.session() as client:
@@ -85,7 +98,9 @@ def test_a_killed_runs_running_day_is_marked_failed_by_the_sweep(stack: DagsterS
             pid = _insert_started(instance, runs[0].run_id) if runs else None
             time.sleep(0.2)
         run_id = runs[0].run_id
-        time.sleep(1.5)  # the day takes the engine and logs 'running', then its INSERT runs
+        # The day takes the engine and logs 'running', then its INSERT runs: wait for the worker
+        # to spend CPU, not wall time (a fixed 1.5 s sleep killed it before 'running' under load).
+        _wait_for_cpu(pid, seconds=1.0, deadline=deadline)
         os.kill(pid, signal.SIGKILL)
         killed_at = time.monotonic()
 
