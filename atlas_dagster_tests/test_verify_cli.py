@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
 
-from atlas_dagster.cli.dagster_dev import write_tenants
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
 
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
 RANGE_TAGS = {
@@ -41,7 +40,7 @@ def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseRes
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
     dsn = f"chdb://{tmp_path / 'clickhouse'}"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))

@@ -1,0 +1,1 @@
+"""atlas-dagster: historical Parquet exports → ClickHouse, orchestrated by Dagster."""

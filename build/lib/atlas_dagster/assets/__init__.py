@@ -1,0 +1,1 @@
+"""Dagster assets: raw tables fed through the inbound Null tables (gold to follow)."""

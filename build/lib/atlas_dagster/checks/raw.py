@@ -1,0 +1,140 @@
+"""Raw reconciliation: log_completed, rows_reconcile and schema_conformance for one tenant-day."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from atlas_dagster import sql
+from atlas_dagster.checks.results import CheckOutcome
+from atlas_dagster.domains import Domain
+from atlas_dagster.exports.layout import ExportSource
+from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
+from atlas_dagster.tenants import Tenant
+from atlas_dagster.validation.sample import check_sample
+from atlas_dagster.validation.schema import check_schema
+
+RAW_CHECK_NAMES = ("log_completed", "rows_reconcile", "schema_conformance")
+RAW_CHECK_DESCRIPTIONS = {
+    "log_completed": "backfill_log (read with FINAL) says completed for this tenant-day",
+    "rows_reconcile": "rows_loaded in backfill_log = distinct events in the raw table = rows in "
+    "the day's Parquet files (from their footers), less duplicate event_ids the load counted once",
+    "schema_conformance": "the day's export passed the pre-insert validation (schema, types, "
+    "tenant ids, UTC day, a bounded sample)",
+}
+
+
+def read_log_row(client: Client, tenant: Tenant, domain: Domain, day: dt.date) -> dict[str, Any]:
+    parameters = {
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "domain": domain.name,
+        "partition_date": day,
+    }
+    rows = query_rows(client, sql.query("log_row"), parameters)
+    return rows[0] if rows else {}
+
+
+def log_completed(log_row: dict[str, Any]) -> CheckOutcome:
+    status = log_row.get("status", "missing")
+    metadata = {
+        "status": status,
+        "attempt": log_row.get("attempt", 0),
+        "run_id": log_row.get("run_id", ""),
+        "updated_at": log_row.get("updated_at", ""),
+    }
+    if status == "completed":
+        return CheckOutcome("log_completed", True, "backfill_log says completed", metadata)
+    reason = log_row.get("error_message") or "no backfill_log row for this day"
+    metadata["error_message"] = reason
+    return CheckOutcome("log_completed", False, f"backfill_log says {status}: {reason}", metadata)
+
+
+def rows_reconcile(
+    log_row: dict[str, Any], raw_events: int, parquet_rows: int | None
+) -> CheckOutcome:
+    logged = int(log_row.get("rows_loaded", 0))
+    duplicates = int(log_row.get("duplicate_rows", 0))
+    metadata = {
+        "rows_loaded (backfill_log)": logged,
+        "distinct events (raw table)": raw_events,
+        "rows (Parquet footers)": -1 if parquet_rows is None else parquet_rows,
+        "duplicate event_id rows (counted once)": duplicates,
+    }
+    if log_row.get("status") != "completed":
+        return CheckOutcome("rows_reconcile", False, "the day is not loaded", metadata)
+    if parquet_rows is None:
+        return CheckOutcome("rows_reconcile", False, "the export's files cannot be read", metadata)
+    problems = []
+    if raw_events != logged:
+        problems.append(f"the raw table holds {raw_events} distinct events, the log {logged}")
+    if parquet_rows != logged + duplicates:
+        problems.append(
+            f"the export has {parquet_rows} rows, the log {logged} + {duplicates} duplicates"
+        )
+    if problems:
+        return CheckOutcome("rows_reconcile", False, "; ".join(problems), metadata)
+    return CheckOutcome("rows_reconcile", True, f"{logged} events reconcile", metadata)
+
+
+def schema_conformance(error: str | None, files: int) -> CheckOutcome:
+    metadata = {"files": files}
+    if error:
+        return CheckOutcome("schema_conformance", False, error, metadata | {"error": error})
+    return CheckOutcome("schema_conformance", True, "the export matches the contract", metadata)
+
+
+def day_outcomes(
+    client: Client,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    parquet_rows: int | None,
+    validation_error: str | None,
+    files: int,
+    raw_events: int | None = None,
+) -> list[CheckOutcome]:
+    """The three checks, given what was already read of the export (footer rows, validation)
+    and, right after a load in the same session, the raw table's count it just took."""
+    log_row = read_log_row(client, tenant, domain, day)
+    if raw_events is None:
+        raw_events = count_day(client, domain, tenant, day)
+    return [
+        log_completed(log_row),
+        rows_reconcile(log_row, raw_events, parquet_rows),
+        schema_conformance(validation_error, files),
+    ]
+
+
+def session_outcomes(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    parquet_rows: int | None,
+    validation_error: str | None,
+    files: int,
+) -> list[CheckOutcome]:
+    with clickhouse.session() as client:
+        return day_outcomes(client, tenant, domain, day, parquet_rows, validation_error, files)
+
+
+def outcomes_from_scratch(
+    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date
+) -> list[CheckOutcome]:
+    """The three checks without loading: re-reads the log, the raw table and the footers."""
+    parquet_rows: int | None = None
+    validation_error: str | None = None
+    files = 0
+    try:
+        source = ExportSource(tenant)
+        day_export = source.list_day(domain.name, day)
+        files, parquet_rows = len(day_export.files), day_export.num_rows
+        check_schema(day_export, domain, tenant, day)
+        check_sample(source, day_export, domain, tenant, day)
+    except Exception as exc:  # the check reports the export's problem instead of raising it
+        validation_error = clickhouse.redact(f"{type(exc).__name__}: {exc}")
+    return session_outcomes(clickhouse, tenant, domain, day, parquet_rows, validation_error, files)

@@ -1,0 +1,212 @@
+"""atlas-dagster backfill (through the running Dagster instance) and load (in this process)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import time
+
+from atlas_dagster.cli.dagster_api import (
+    FINISHED_BACKFILL_STATUSES,
+    DagsterApi,
+    default_url,
+)
+from atlas_dagster.orchestration.backfill_plan import (
+    BackfillPlan,
+    DaySize,
+    Estimate,
+    build_plan,
+    estimate_duration,
+    export_sizes,
+)
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.settings import tenants_file
+from atlas_dagster.tenants import Tenant, load_tenants, tenant_by_key
+
+WAIT_POLL_SECONDS = 2.0
+
+
+def _date(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a YYYY-MM-DD date") from exc
+
+
+def _tenant(args: argparse.Namespace) -> Tenant:
+    return tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
+
+
+def _plan(args: argparse.Namespace) -> BackfillPlan:
+    only = "missing" if args.only_missing else "failed" if args.only_failed else "all"
+    domains = args.domains.split(",") if args.domains else None
+    return build_plan(ClickHouseResource(), _tenant(args), domains, args.start, args.end, only)
+
+
+def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
+    """Consecutive days of one tenant as (oldest, newest) key ranges, for the GraphQL selector."""
+    days = sorted(dt.date.fromisoformat(k.split("|", 1)[0]) for k in partition_keys)
+    if not days:
+        return []
+    tenant = partition_keys[0].split("|", 1)[1]
+    ranges, first, previous = [], days[0], days[0]
+    for day in days[1:] + [None]:
+        if day is not None and day == previous + dt.timedelta(days=1):
+            previous = day
+            continue
+        ranges.append((f"{first}|{tenant}", f"{previous}|{tenant}"))
+        if day is not None:
+            first = previous = day
+    return ranges
+
+
+def _human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"
+
+
+def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | None) -> None:
+    print(
+        f"plan for {plan.tenant.key}: {len(plan.days)} tenant-day(s) of "
+        f"{', '.join(d.name for d in plan.domains)}, {plan.start}..{plan.end}, newest first"
+    )
+    print(
+        f"{'order':>5}  {'day':10}  {'domain':12}  {'files':>5}  {'bytes':>9}  {'rows':>10}  note"
+    )
+    for order, size in enumerate(sizes, start=1):
+        planned, export = size.planned, size.export
+        files = str(len(export.files)) if export else "-"
+        volume = _human_bytes(export.bytes) if export else "-"
+        rows = str(export.num_rows) if export else "-"
+        note = size.error or ("" if planned.reason in ("all", "missing") else planned.reason)
+        print(
+            f"{order:>5}  {planned.partition_date}  {planned.domain.name:12}  {files:>5}  "
+            f"{volume:>9}  {rows:>10}  {note}"
+        )
+    total_rows = sum(s.export.num_rows for s in sizes if s.export)
+    total_bytes = sum(s.export.bytes for s in sizes if s.export)
+    print(f"total: {total_rows} rows, {_human_bytes(total_bytes)}")
+    if estimate is None:
+        print("estimated duration: unknown until a first day has loaded on this target")
+    else:
+        print(
+            f"estimated duration: {estimate.seconds / 60:.1f} min at "
+            f"{estimate.rows_per_second:,.0f} rows/s per INSERT (measured over "
+            f"{estimate.measured_days} completed day(s)), "
+            f"{estimate.parallel} INSERT(s) at once after the ramp-up"
+        )
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    if args.dry_run:
+        sizes = export_sizes(plan)
+        print_plan(plan, sizes, estimate_duration(ClickHouseResource(), plan, sizes))
+        return 0
+    if not plan.days:
+        print(f"nothing to backfill for {plan.tenant.key}: every selected day is in its state")
+        return 0
+    api = DagsterApi(args.url)
+    selection = {
+        domain.raw_table: key_ranges(plan.partition_keys(domain))
+        for domain in plan.domains
+        if plan.partition_keys(domain)
+    }
+    title = f"{plan.tenant.key} {plan.start}..{plan.end}"
+    backfill_id = api.launch_backfill(selection, title, {"atlas/tenant": plan.tenant.key})
+    print(f"launched backfill {backfill_id}: {len(plan.days)} tenant-day(s), newest first")
+    print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
+    return wait_for(api, backfill_id) if args.wait else 0
+
+
+def wait_for(api: DagsterApi, backfill_id: str) -> int:
+    status = api.backfill_status(backfill_id)
+    while status["status"] not in FINISHED_BACKFILL_STATUSES:
+        time.sleep(WAIT_POLL_SECONDS)
+        status = api.backfill_status(backfill_id)
+    counts = {c["runStatus"]: c["count"] for c in status.get("partitionStatusCounts") or []}
+    print(f"backfill {backfill_id} {status['status']}: {counts}")
+    return 0 if status["status"] in ("COMPLETED", "COMPLETED_SUCCESS") else 1
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    """Cancels the backfill and terminates its runs now, rather than at the daemon's next pass:
+    queued days never start, an INSERT in flight is stopped and logged failed."""
+    api = DagsterApi(args.url)
+    api.cancel_backfill(args.backfill_id)
+    runs = api.unfinished_runs(args.backfill_id)
+    for run_id in runs:
+        api.terminate_run(run_id)
+    print(f"canceled backfill {args.backfill_id}; terminated {len(runs)} run(s)")
+    return 0
+
+
+def run_load(args: argparse.Namespace) -> int:
+    """Materializes the window in this process, as one ranged run (no daemon needed)."""
+    from dagster import DagsterInstance, materialize
+
+    from atlas_dagster.assets.raw import raw_assets
+    from atlas_dagster.partitions import partitions_for
+
+    tenants = load_tenants(tenants_file())
+    plan = _plan(args)
+    keys = [k for d in plan.domains for k in plan.partition_keys(d)]
+    if not keys:
+        print("nothing to load")
+        return 0
+    with DagsterInstance.get() as instance:
+        result = materialize(
+            raw_assets(tenants, partitions_for(tenants)),
+            selection=[d.raw_table for d in plan.domains],
+            instance=instance,
+            resources={"clickhouse": ClickHouseResource()},
+            tags={
+                "dagster/asset_partition_range_start": min(keys),
+                "dagster/asset_partition_range_end": max(keys),
+            },
+            raise_on_error=False,
+        )
+    print(f"run {result.run_id}: {'success' if result.success else 'FAILED'}")
+    return 0 if result.success else 1
+
+
+def window_arguments(command: argparse.ArgumentParser, selections: bool = True) -> None:
+    command.add_argument("--org", required=True)
+    command.add_argument("--brand", required=True)
+    command.add_argument("--domains", help="comma-separated (default: the tenant's domains)")
+    command.add_argument("--start", type=_date, help="oldest day (default: the tenant's start)")
+    command.add_argument("--end", type=_date, help="newest day (default: the tenant's last day)")
+    if not selections:
+        command.set_defaults(only_missing=False, only_failed=False)
+        return
+    only = command.add_mutually_exclusive_group()
+    only.add_argument("--only-missing", action="store_true", help="days never loaded")
+    only.add_argument(
+        "--only-failed",
+        action="store_true",
+        help="days logged failed, or completed but no longer matching the raw table",
+    )
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    backfill = commands.add_parser(
+        "backfill",
+        help="launch a backfill of a tenant's raw days through the running Dagster instance",
+    )
+    window_arguments(backfill)
+    backfill.add_argument("--dry-run", action="store_true", help="print the plan, launch nothing")
+    backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
+    backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")
+    backfill.set_defaults(run=run_backfill)
+    cancel = commands.add_parser("cancel", help="cancel a backfill and terminate its runs")
+    cancel.add_argument("backfill_id")
+    cancel.add_argument("--url", default=default_url(), help="the Dagster webserver")
+    cancel.set_defaults(run=run_cancel)
+    load = commands.add_parser(
+        "load", help="materialize a tenant's raw days in this process (no daemon), newest first"
+    )
+    window_arguments(load, selections=False)
+    load.set_defaults(run=run_load)

@@ -1,0 +1,108 @@
+"""The running Dagster webserver's GraphQL API, as the UI uses it: launch, follow, cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+GRAPHQL_DIR = Path(__file__).parent / "graphql"
+DEFAULT_URL = "http://127.0.0.1:3000"
+FINISHED_BACKFILL_STATUSES = {
+    "COMPLETED",
+    "COMPLETED_SUCCESS",
+    "COMPLETED_FAILED",
+    "FAILED",
+    "CANCELED",
+}
+
+
+class DagsterApiError(RuntimeError):
+    """The webserver is unreachable or refused the request; the message says which."""
+
+
+def default_url() -> str:
+    return os.environ.get("ATLAS_DAGSTER_URL") or DEFAULT_URL
+
+
+@cache
+def _document(name: str) -> str:
+    return (GRAPHQL_DIR / f"{name}.graphql").read_text()
+
+
+class DagsterApi:
+    def __init__(self, url: str, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+        body = json.dumps({"query": _document(name), "variables": variables}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read())
+        except (urllib.error.URLError, OSError) as exc:
+            raise DagsterApiError(
+                f"no Dagster webserver answers at {self.url} ({exc}); start it with `make dev`"
+            ) from exc
+        if payload.get("errors"):
+            raise DagsterApiError(f"{name}: {payload['errors'][0].get('message')}")
+        return payload["data"]
+
+    def launch_backfill(
+        self,
+        partitions_by_asset: dict[str, list[tuple[str, str]]],
+        title: str,
+        tags: dict[str, str],
+    ) -> str:
+        """Launches an asset backfill, as the UI's dialog does; returns its id."""
+        params = {
+            "partitionsByAssets": [
+                {
+                    "assetKey": {"path": [asset]},
+                    "partitions": {"ranges": [{"start": s, "end": e} for s, e in ranges]},
+                }
+                for asset, ranges in partitions_by_asset.items()
+            ],
+            "title": title,
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
+        }
+        result = self.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            raise DagsterApiError(f"the backfill was refused: {result.get('message')}")
+        return result["backfillId"]
+
+    def backfill_status(self, backfill_id: str) -> dict[str, Any]:
+        result = self.call("backfill_status", {"backfillId": backfill_id})
+        backfill = result["partitionBackfillOrError"]
+        if backfill["__typename"] != "PartitionBackfill":
+            raise DagsterApiError(f"backfill {backfill_id}: {backfill.get('message')}")
+        return backfill
+
+    def cancel_backfill(self, backfill_id: str) -> None:
+        result = self.call("cancel_backfill", {"backfillId": backfill_id})
+        outcome = result["cancelPartitionBackfill"]
+        if outcome["__typename"] != "CancelBackfillSuccess":
+            raise DagsterApiError(f"cancel {backfill_id}: {outcome.get('message')}")
+
+    def unfinished_runs(self, backfill_id: str) -> list[str]:
+        """The backfill's runs still queued or in progress."""
+        run_filter = {
+            "tags": [{"key": "dagster/backfill", "value": backfill_id}],
+            "statuses": ["QUEUED", "NOT_STARTED", "STARTING", "STARTED"],
+        }
+        result = self.call("backfill_runs", {"filter": run_filter})["runsOrError"]
+        if result["__typename"] != "Runs":
+            raise DagsterApiError(f"runs of backfill {backfill_id}: {result.get('message')}")
+        return [run["runId"] for run in result["results"]]
+
+    def terminate_run(self, run_id: str) -> None:
+        outcome = self.call("terminate_run", {"runId": run_id})["terminateRun"]
+        if outcome["__typename"] != "TerminateRunSuccess":
+            raise DagsterApiError(f"terminate {run_id}: {outcome.get('message')}")

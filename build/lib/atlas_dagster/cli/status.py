@@ -1,0 +1,150 @@
+"""`atlas-dagster status`: progress, failures, gaps and stale loads, as tables or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Iterator
+
+from dagster import DagsterInstance
+
+from atlas_dagster.monitoring.scope import Scope
+from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.settings import tenants_file
+from atlas_dagster.tenants import load_tenants
+
+PROGRESS_COLUMNS = [
+    "organization_id",
+    "brand_id",
+    "domain",
+    "days_done",
+    "days_failed",
+    "total_rows",
+    "first_day",
+    "last_day",
+    "last_activity",
+]
+FAILURE_COLUMNS = [
+    "organization_id",
+    "brand_id",
+    "domain",
+    "partition_date",
+    "attempt",
+    "run_id",
+    "s3_path",
+    "error_message",
+]
+STALE_COLUMNS = [
+    "organization_id",
+    "brand_id",
+    "domain",
+    "partition_date",
+    "run_id",
+    "worker",
+    "reason",
+]
+GAP_COLUMNS = ["organization_id", "brand_id", "domain", "from", "to", "days"]
+
+
+def add_status_command(commands: argparse._SubParsersAction) -> None:
+    status = commands.add_parser(
+        "status", help="progress, pending failures, gaps and stale loads (backfill_log FINAL)"
+    )
+    status.add_argument("--org", default="", help="organization_id")
+    status.add_argument("--brand", default="", help="brand_id")
+    status.add_argument("--domain", default="", help="one domain")
+    status.add_argument(
+        "--gap-days",
+        type=int,
+        default=GAP_WINDOW_DAYS,
+        help=f"gaps: the tenant's last N days (default {GAP_WINDOW_DAYS})",
+    )
+    status.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    status.set_defaults(run=run_status)
+
+
+@contextlib.contextmanager
+def _dagster_instance() -> Iterator[DagsterInstance | None]:
+    """Without an instance there is no run to ask about: an ephemeral one would know none."""
+    home = os.environ.get("DAGSTER_HOME", "")
+    if not home or not os.path.isdir(home):
+        problem = "is not set" if not home else f"({home}) is not a directory yet"
+        print(
+            f"atlas-dagster: DAGSTER_HOME {problem}; stale loads are judged by worker "
+            "liveness only",
+            file=sys.stderr,
+        )
+        yield None
+        return
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+def run_status(args: argparse.Namespace) -> int:
+    if args.gap_days < 1:
+        raise ValueError("--gap-days must be at least 1")
+    scope = Scope(args.org, args.brand, args.domain)
+    tenants = load_tenants(tenants_file())
+    with _dagster_instance() as instance, ClickHouseResource().session() as client:
+        ensure_schema(client)
+        report = collect(client, tenants, scope, instance, args.gap_days)
+    print(json.dumps(report.as_json(), indent=2) if args.json else render(report))
+    return 0
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return " ".join(str(value).split())  # messages stay on one line
+
+
+def table(rows: list[Row], columns: list[str]) -> str:
+    cells = [columns] + [[_cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in cells
+    )
+
+
+def gap_ranges(gaps: list[Row]) -> list[Row]:
+    """Consecutive missing days of one tenant and domain, as from..to ranges."""
+    ranges: list[Row] = []
+    for gap in gaps:
+        day = gap["partition_date"]
+        last = ranges[-1] if ranges else None
+        same = last is not None and all(
+            last[k] == gap[k] for k in ("organization_id", "brand_id", "domain")
+        )
+        if same and last["to"] + dt.timedelta(days=1) == day:
+            last["to"], last["days"] = day, last["days"] + 1
+        else:
+            ranges.append({**gap, "from": day, "to": day, "days": 1})
+    return ranges
+
+
+def _section(header: str, rows: list[Row], columns: list[str]) -> str:
+    return f"== {header}\n" + (table(rows, columns) if rows else "(none)")
+
+
+def render(report: StatusReport) -> str:
+    progress, failures, gaps, stale = report.progress, report.failures, report.gaps, report.stale
+    return "\n\n".join(
+        [
+            _section(f"progress per domain ({len(progress)})", progress, PROGRESS_COLUMNS),
+            _section(f"pending failures ({len(failures)})", failures, FAILURE_COLUMNS),
+            _section(
+                f"gaps ({len(gaps)} days without a completed load)", gap_ranges(gaps), GAP_COLUMNS
+            ),
+            _section(
+                f"stale loads ({len(stale)} logged 'running', no longer happening)",
+                stale,
+                STALE_COLUMNS,
+            ),
+        ]
+    )

@@ -1,0 +1,1 @@
+"""The load side: one tenant-day into the inbound Null table, logged in backfill_log."""

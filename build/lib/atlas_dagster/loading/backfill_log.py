@@ -1,0 +1,60 @@
+"""Writes tenant-day states to atlas.backfill_log (ReplacingMergeTree(updated_at), read FINAL)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from clickhouse_connect.driver.client import Client
+
+from atlas_dagster import sql
+from atlas_dagster.monitoring.workers import current_worker
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _worker() -> str:
+    return str(current_worker())
+
+
+@dataclass
+class LogEntry:
+    organization_id: str
+    brand_id: str
+    domain: str
+    partition_date: dt.date
+    run_id: str
+    attempt: int = 1
+    status: str = "running"
+    rows_loaded: int = 0
+    source_rows: int = 0
+    duplicate_rows: int = 0
+    files: int = 0
+    bytes: int = 0
+    error_message: str = ""
+    s3_path: str = ""
+    query_id: str = ""
+    worker: str = field(default_factory=_worker)
+    started_at: dt.datetime = field(default_factory=_now)
+    updated_at: dt.datetime = field(default_factory=_now)
+
+    def key(self) -> dict[str, object]:
+        return {
+            "organization_id": self.organization_id,
+            "brand_id": self.brand_id,
+            "domain": self.domain,
+            "partition_date": self.partition_date,
+        }
+
+
+def previous_attempt(client: Client, entry: LogEntry) -> int:
+    return int(client.command(sql.query("previous_attempt"), parameters=entry.key()) or 0)
+
+
+def write(client: Client, entry: LogEntry, status: str) -> None:
+    # A strictly later version, so that FINAL always sees the newest state.
+    entry.updated_at = max(_now(), entry.updated_at + dt.timedelta(microseconds=1))
+    entry.status = status
+    client.command(sql.query("log_state"), parameters=dict(vars(entry)))

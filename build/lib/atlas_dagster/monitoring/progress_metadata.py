@@ -1,0 +1,144 @@
+"""Dagster metadata of a tenant's backfill: days per domain, rows-per-day chart (Markdown)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from clickhouse_connect.driver.client import Client
+from dagster import MetadataValue
+
+from atlas_dagster.monitoring.status import tenant_days, tenant_window
+from atlas_dagster.tenants import Tenant
+
+# Dagster has no plot metadata type; Markdown renders in the UI, and a code block keeps the
+# one-character-per-bucket chart aligned.
+LEVELS = "▁▂▃▄▅▆▇█"
+EMPTY_DAY = "_"  # loaded, zero rows: worth seeing, iGaming days are rarely empty
+NOT_LOADED = "·"
+PARTLY_LOADED = "░"
+FAILED = "×"
+CHART_WIDTH = 90  # characters per domain; longer windows put several days in one character
+
+
+@dataclass(frozen=True)
+class DayState:
+    status: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class DomainProgress:
+    domain: str
+    days: dict[dt.date, DayState]
+    window: list[dt.date]
+
+    def count(self, status: str) -> int:
+        return sum(1 for state in self.days.values() if state.status == status)
+
+    @property
+    def missing(self) -> int:
+        return len(self.window) - len(self.days)
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.days.values() if s.status == "completed")
+
+
+def _window_days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def domain_progress(
+    client: Client, tenant: Tenant, first: dt.date, last: dt.date
+) -> list[DomainProgress]:
+    states: dict[str, dict[dt.date, DayState]] = {domain: {} for domain in tenant.domains}
+    for row in tenant_days(client, tenant, first, last):
+        if row["domain"] in states:
+            states[row["domain"]][row["partition_date"]] = DayState(
+                row["status"], int(row["rows_loaded"])
+            )
+    window = _window_days(first, last)
+    return [DomainProgress(domain, states[domain], window) for domain in tenant.domains]
+
+
+def progress_table(progress: list[DomainProgress]) -> str:
+    lines = [
+        "| domain | days done | failed | running | missing | rows loaded |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    for p in progress:
+        lines.append(
+            f"| {p.domain} | {p.count('completed')} | {p.count('failed')} | "
+            f"{p.count('running')} | {p.missing} | {p.rows:,} |"
+        )
+    return "\n".join(lines)
+
+
+def _bucket_char(states: list[DayState | None], peak: float) -> str:
+    if any(s is not None and s.status == "failed" for s in states):
+        return FAILED
+    done = [s for s in states if s is not None and s.status == "completed"]
+    if not done:
+        return NOT_LOADED
+    if len(done) < len(states):
+        return PARTLY_LOADED
+    mean = sum(s.rows for s in done) / len(done)
+    if mean == 0:
+        return EMPTY_DAY
+    return LEVELS[max(0, math.ceil(mean / peak * len(LEVELS)) - 1)]
+
+
+def chart_line(progress: DomainProgress, width: int = CHART_WIDTH) -> tuple[str, int]:
+    """One character per bucket of days, scaled to this domain's busiest bucket (rows/day)."""
+    span = max(1, math.ceil(len(progress.window) / width))
+    buckets = [
+        [progress.days.get(day) for day in progress.window[i : i + span]]
+        for i in range(0, len(progress.window), span)
+    ]
+    means = [
+        sum(s.rows for s in bucket if s and s.status == "completed") / len(bucket)
+        for bucket in buckets
+    ]
+    peak = max(means, default=0) or 1
+    return "".join(_bucket_char(bucket, peak) for bucket in buckets), span
+
+
+def rows_chart(progress: list[DomainProgress]) -> str:
+    if not progress:
+        return "(the tenant lists no domain)"
+    first, last = progress[0].window[0], progress[0].window[-1]
+    name_width = max(len(p.domain) for p in progress)
+    lines, span = [], 1
+    for p in progress:
+        line, span = chart_line(p)
+        peak = max((s.rows for s in p.days.values() if s.status == "completed"), default=0)
+        lines.append(f"{p.domain.ljust(name_width)} {line}  busiest day {peak:,} rows")
+    legend = (
+        f"{first} → {last}, 1 character = {span} day(s). {LEVELS[0]}…{LEVELS[-1]} rows per "
+        f"day (scaled per domain), {EMPTY_DAY} loaded with 0 rows, {PARTLY_LOADED} partly "
+        f"loaded, {NOT_LOADED} not loaded, {FAILED} failed"
+    )
+    return "```\n" + "\n".join(lines) + "\n```\n\n" + legend
+
+
+def progress_metadata(
+    client: Client, tenant: Tenant, today: dt.date | None = None
+) -> dict[str, MetadataValue]:
+    """The tenant's backfill over its whole window, for a raw asset's materialization."""
+    window = tenant_window(tenant, today)
+    if window is None:
+        note = f"{tenant.key}: no day of its window ({tenant.start_date} on) has ended yet"
+        return {"backfill_progress": MetadataValue.md(note)}
+    progress = domain_progress(client, tenant, *window)
+    return {
+        "backfill_progress": MetadataValue.md(
+            f"**{tenant.key}** {window[0]} → {window[1]}\n\n" + progress_table(progress)
+        ),
+        "backfill_rows_per_day": MetadataValue.md(rows_chart(progress)),
+        "backfill_days_done": MetadataValue.int(sum(p.count("completed") for p in progress)),
+        "backfill_days_left": MetadataValue.int(
+            sum(len(p.window) - p.count("completed") for p in progress)
+        ),
+    }

@@ -1,0 +1,126 @@
+"""The backfill's status from backfill_log: progress, pending failures, gaps and stale loads."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from clickhouse_connect.driver.client import Client
+from dagster import DagsterInstance
+
+from atlas_dagster import sql
+from atlas_dagster.monitoring.scope import Scope
+from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
+from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.tenants import Tenant
+
+Row = dict[str, object]
+
+# The monitoring guide's gap query looks at the last 180 days.
+GAP_WINDOW_DAYS = 180
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    progress: list[Row]
+    failures: list[Row]
+    gaps: list[Row]
+    stale: list[Row]
+
+    def as_json(self) -> dict[str, list[Row]]:
+        return {
+            name: [{key: _jsonable(value) for key, value in row.items()} for row in rows]
+            for name, rows in vars(self).items()
+        }
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return value
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def tenant_window(tenant: Tenant, today: dt.date | None = None) -> tuple[dt.date, dt.date] | None:
+    """start_date..last_date(), without days that have not happened yet (no export exists)."""
+    today = today or dt.datetime.now(dt.UTC).date()
+    last = min(tenant.last_date(today), today - dt.timedelta(days=1))
+    return (tenant.start_date, last) if tenant.start_date <= last else None
+
+
+def gap_window(
+    tenant: Tenant, days: int = GAP_WINDOW_DAYS, today: dt.date | None = None
+) -> tuple[dt.date, dt.date] | None:
+    """The tenant's last `days` days; for an open-ended tenant, the guide's today-180..today-1."""
+    window = tenant_window(tenant, today)
+    if window is None:
+        return None
+    first, last = window
+    return max(first, last - dt.timedelta(days=days - 1)), last
+
+
+def tenant_days(client: Client, tenant: Tenant, first: dt.date, last: dt.date) -> list[Row]:
+    parameters = {
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "first_day": first,
+        "last_day": last,
+    }
+    return query_rows(client, sql.query("status/tenant_days"), parameters)
+
+
+def tenant_gaps(client: Client, tenant: Tenant, scope: Scope, days: int) -> list[Row]:
+    """Days of the gap window with no completed load, for each of the tenant's domains."""
+    window = gap_window(tenant, days)
+    if window is None:
+        return []
+    completed = {
+        (row["domain"], row["partition_date"])
+        for row in tenant_days(client, tenant, *window)
+        if row["status"] == "completed"
+    }
+    return [
+        {
+            "organization_id": tenant.organization_id,
+            "brand_id": tenant.brand_id,
+            "domain": domain,
+            "partition_date": day,
+        }
+        for domain in sorted(scope.domains_of(tenant))
+        for day in _days(*window)
+        if (domain, day) not in completed
+    ]
+
+
+def stale_rows(client: Client, scope: Scope, instance: DagsterInstance | None) -> list[Row]:
+    rows = []
+    for item in find_stale(running_loads(client, scope), instance):
+        load = vars(item.load) | {"reason": item.reason}
+        del load["version"]
+        rows.append(load)
+    return rows
+
+
+def collect(
+    client: Client,
+    tenants: list[Tenant],
+    scope: Scope,
+    instance: DagsterInstance | None,
+    gap_days: int = GAP_WINDOW_DAYS,
+) -> StatusReport:
+    """`instance` None: stale loads are judged by their worker's liveness only."""
+    parameters = scope.parameters()
+    return StatusReport(
+        progress=query_rows(client, sql.query("status/progress"), parameters),
+        failures=query_rows(client, sql.query("status/failures"), parameters),
+        gaps=[
+            gap
+            for tenant in tenants
+            if scope.matches(tenant)
+            for gap in tenant_gaps(client, tenant, scope, gap_days)
+        ],
+        stale=stale_rows(client, scope, instance),
+    )

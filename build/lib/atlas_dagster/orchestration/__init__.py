@@ -1,0 +1,1 @@
+"""Orchestration: the INSERT pool, the in-run load scheduler, run priorities, gold automation."""

@@ -1,0 +1,174 @@
+"""What a tenant's backfill will load: the days × domains to run, newest first, and their size."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from atlas_dagster import sql
+from atlas_dagster.domains import Domain, get_domain
+from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
+from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
+from atlas_dagster.settings import parallel_inserts, ramp_up_days
+from atlas_dagster.tenants import Tenant, TenantConfigError
+
+ONLY_MODES = ("all", "missing", "failed")
+
+
+@dataclass(frozen=True)
+class PlannedDay:
+    domain: Domain
+    partition_date: dt.date
+    reason: str  # why it is in the plan: 'all', 'missing' or the failure found
+
+    @property
+    def label(self) -> str:
+        return f"{self.partition_date} {self.domain.name}"
+
+
+@dataclass
+class BackfillPlan:
+    tenant: Tenant
+    domains: list[Domain]
+    start: dt.date
+    end: dt.date
+    days: list[PlannedDay] = field(default_factory=list)
+
+    def partition_keys(self, domain: Domain) -> list[str]:
+        return [
+            f"{d.partition_date.isoformat()}|{self.tenant.key}"
+            for d in self.days
+            if d.domain == domain
+        ]
+
+
+def resolve_window(
+    tenant: Tenant, start: dt.date | None, end: dt.date | None
+) -> tuple[dt.date, dt.date]:
+    first, last = start or tenant.start_date, end or tenant.last_date()
+    if first > last:
+        raise TenantConfigError(f"--start {first} is after --end {last}")
+    if not (tenant.covers(first) and tenant.covers(last)):
+        raise TenantConfigError(
+            f"{first}..{last} is not inside tenant {tenant.key}'s window "
+            f"{tenant.start_date}..{tenant.last_date()}"
+        )
+    return first, last
+
+
+def resolve_domains(tenant: Tenant, names: list[str] | None) -> list[Domain]:
+    domains = [get_domain(name) for name in (names or tenant.domains)]
+    unlisted = [d.name for d in domains if d.name not in tenant.domains]
+    if unlisted:
+        raise TenantConfigError(
+            f"tenant {tenant.key} does not list {unlisted} (it lists {list(tenant.domains)})"
+        )
+    return domains
+
+
+def _day_states(
+    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, start: dt.date, end: dt.date
+) -> dict[dt.date, dict]:
+    parameters = {
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "domain": domain.name,
+        "start_date": start,
+        "end_date": end,
+    }
+    with clickhouse.session() as client:
+        rows = query_rows(client, sql.query("day_states", raw_table=domain.raw_table), parameters)
+    return {row["partition_date"]: row for row in rows}
+
+
+def _selection_reason(state: dict | None, only: str) -> str | None:
+    """Why a day is selected under --only-missing / --only-failed, or None to skip it."""
+    if only == "all":
+        return "all"
+    if only == "missing":
+        return "missing" if state is None or state["status"] == "running" else None
+    if state is None or state["status"] == "running":
+        return None
+    if state["status"] == "failed":
+        return "failed"
+    if state["status"] == "completed" and state["raw_events"] != state["rows_loaded"]:
+        return f"raw table holds {state['raw_events']} events, backfill_log {state['rows_loaded']}"
+    return None
+
+
+def build_plan(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain_names: list[str] | None,
+    start: dt.date | None,
+    end: dt.date | None,
+    only: str = "all",
+) -> BackfillPlan:
+    """The days to load, newest first; --only-failed also takes completed days whose raw rows
+    no longer match the log (rows deleted behind its back)."""
+    first, last = resolve_window(tenant, start, end)
+    plan = BackfillPlan(tenant, resolve_domains(tenant, domain_names), first, last)
+    states = {
+        d.name: (_day_states(clickhouse, tenant, d, first, last) if only != "all" else {})
+        for d in plan.domains
+    }
+    day = last
+    while day >= first:
+        for domain in plan.domains:
+            reason = _selection_reason(states[domain.name].get(day), only)
+            if reason is not None:
+                plan.days.append(PlannedDay(domain, day, reason))
+        day -= dt.timedelta(days=1)
+    return plan
+
+
+@dataclass(frozen=True)
+class DaySize:
+    planned: PlannedDay
+    export: DayExport | None
+    error: str = ""
+
+
+def export_sizes(plan: BackfillPlan) -> list[DaySize]:
+    """Files, bytes and rows of every planned day, from listings and Parquet footers only."""
+    source = ExportSource(plan.tenant)
+    sizes = []
+    for planned in plan.days:
+        try:
+            sizes.append(
+                DaySize(planned, source.list_day(planned.domain.name, planned.partition_date))
+            )
+        except ExportError as exc:
+            sizes.append(DaySize(planned, None, str(exc)))
+    return sizes
+
+
+@dataclass(frozen=True)
+class Estimate:
+    rows_per_second: float
+    measured_days: int
+    seconds: float
+    parallel: int
+
+
+def estimate_duration(
+    clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize]
+) -> Estimate | None:
+    """From throughput measured on this target's completed loads; None before any load."""
+    with clickhouse.session() as client:
+        [measured] = query_rows(client, sql.query("load_throughput"), {"domain": ""})
+    if not measured["days"] or not measured["seconds"]:
+        return None
+    rate = float(measured["rows"]) / float(measured["seconds"])
+    rows_by_date: dict[dt.date, int] = {}
+    for size in sizes:
+        if size.export is not None:
+            day = size.planned.partition_date
+            rows_by_date[day] = rows_by_date.get(day, 0) + size.export.num_rows
+    ramp_dates = sorted(rows_by_date, reverse=True)[: ramp_up_days()]
+    ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
+    rest_rows = sum(rows_by_date.values()) - ramp_rows
+    # The embedded engine runs one INSERT at a time whatever the pool allows.
+    parallel = 1 if clickhouse.is_embedded() else parallel_inserts()
+    seconds = ramp_rows / rate + rest_rows / (rate * parallel)
+    return Estimate(rate, int(measured["days"]), seconds, parallel)

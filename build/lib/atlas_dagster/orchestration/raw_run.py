@@ -1,0 +1,351 @@
+"""One raw run: the selected domains × tenant-days, loaded newest first, checked, reported per day.
+
+A run may hold one partition (the CLI, the UI's single materialization) or a range (a backfill,
+one run per tenant): every tenant-day still validates, INSERTs, logs and reports on its own, so a
+failed day fails its own partition only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from clickhouse_connect.driver.client import Client
+from dagster import (
+    AssetCheckKey,
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    Failure,
+    MetadataValue,
+)
+
+from atlas_dagster.checks.raw import (
+    RAW_CHECK_NAMES,
+    day_outcomes,
+    outcomes_from_scratch,
+    session_outcomes,
+)
+from atlas_dagster.checks.results import CheckOutcome, to_evaluation
+from atlas_dagster.domains import DOMAINS, Domain
+from atlas_dagster.loading.inbound import (
+    DayLoad,
+    PartitionOutOfScope,
+    check_scope,
+    failure_message,
+    insert_day,
+    kill_insert,
+    prepare_day,
+)
+from atlas_dagster.loading.phases import process_cpu_seconds
+from atlas_dagster.monitoring.progress_metadata import progress_metadata
+from atlas_dagster.monitoring.workers import current_worker
+from atlas_dagster.orchestration.pools import (
+    ClaimCanceled,
+    day_priority,
+    ensure_insert_pool,
+    insert_slot,
+)
+from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.settings import ramp_up_days
+from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
+
+RAW_STEP = "raw_events"
+
+
+@dataclass(frozen=True)
+class RawWork:
+    """One tenant-day of one domain."""
+
+    tenant: Tenant
+    domain: Domain
+    tenant_day: TenantDay
+
+    @property
+    def asset_key(self) -> AssetKey:
+        return AssetKey(self.domain.raw_table)
+
+    @property
+    def partition_key(self) -> str:
+        return self.tenant_day.partition_key
+
+    @property
+    def label(self) -> str:
+        return f"{self.domain.raw_table} {self.partition_key}"
+
+
+@dataclass
+class RawResult:
+    work: RawWork
+    load: DayLoad | None = None
+    error: str = ""
+    checks: list[CheckOutcome] = field(default_factory=list)
+    insert_started_at: float | None = None
+    insert_finished_at: float | None = None
+    progress: dict[str, MetadataValue] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.load is not None and all(c.passed for c in self.checks)
+
+
+def domains_by_key(keys: set[AssetKey]) -> list[Domain]:
+    return [d for d in DOMAINS.values() if AssetKey(d.raw_table) in keys]
+
+
+def plan_works(
+    tenants: list[Tenant], domains: list[Domain], partition_keys: list[str]
+) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]]]:
+    """Works in order (newest day, tenant, domain), and (work, partition, reason) refused ones."""
+    works: list[RawWork] = []
+    refused: list[tuple[RawWork | None, str, str]] = []
+    for tenant_day in tenant_days_newest_first(partition_keys):
+        try:
+            tenant = tenant_by_key(tenants, tenant_day.tenant_key)
+        except TenantConfigError as exc:
+            refused.append((None, tenant_day.partition_key, str(exc)))
+            continue
+        for domain in domains:
+            work = RawWork(tenant, domain, tenant_day)
+            try:
+                check_scope(tenant, domain, tenant_day.partition_date)
+            except PartitionOutOfScope as exc:
+                refused.append((work, tenant_day.partition_key, str(exc)))
+                continue
+            works.append(work)
+    return works, refused
+
+
+class RawRun:
+    """Executes the loads of one Dagster step and turns each day's outcome into Dagster events."""
+
+    def __init__(
+        self,
+        context: AssetExecutionContext,
+        clickhouse: ClickHouseResource,
+        tenants: list[Tenant],
+    ) -> None:
+        self.context = context
+        self.clickhouse = clickhouse
+        self.tenants = tenants
+        self.run_id = context.run.run_id
+        self.selected_checks = set(context.selected_asset_check_keys)
+        self.failed: list[str] = []
+        # Filled by worker threads as days are prepared, read on cancel to stop their queries.
+        self._query_ids: dict[RawWork, str] = {}
+
+    def events(self) -> Iterator[AssetMaterialization]:
+        context = self.context
+        partition_keys = list(context.partition_keys)
+        loading = domains_by_key(set(context.selected_asset_keys))
+        checking_only = [
+            d
+            for d in DOMAINS.values()
+            if d not in loading
+            and any(k.asset_key == AssetKey(d.raw_table) for k in self.selected_checks)
+        ]
+        if loading:
+            yield from self._load(loading, partition_keys)
+        if checking_only:
+            self._verify(checking_only, partition_keys)
+        if self.failed:
+            shown = ", ".join(self.failed[:20]) + (" …" if len(self.failed) > 20 else "")
+            raise Failure(
+                description=f"{len(self.failed)} tenant-day(s) failed: {shown}",
+                metadata={"failed": MetadataValue.json(self.failed)},
+            )
+
+    def _load(
+        self, domains: list[Domain], partition_keys: list[str]
+    ) -> Iterator[AssetMaterialization]:
+        works, refused = plan_works(self.tenants, domains, partition_keys)
+        for work, partition_key, reason in refused:
+            self.context.log.error(f"refused {partition_key}: {reason}")
+            label = work.label if work else partition_key
+            self.failed.append(label)
+            if work is not None:
+                self._report_checks(
+                    work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
+                )
+        if not works:
+            return
+        parallelism = ensure_insert_pool(self.context.instance)
+        scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
+            [
+                LoadSlot(
+                    w, w.tenant.key, (w.tenant.key, w.domain.name), w.tenant_day.partition_date, i
+                )
+                for i, w in enumerate(works)
+            ],
+            self._execute,
+            parallelism=parallelism,
+            ramp_days=ramp_up_days(),
+        )
+        self.context.log.info(
+            f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
+            f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
+        )
+        # Embedded: one open engine for the run's days, handed over whenever another waits.
+        with self.clickhouse.kept_open():
+            for outcome in scheduler.run(
+                on_started=lambda w: self.context.log.info(
+                    f"INSERT started: {w.label} (worker {current_worker()})"
+                ),
+                on_cancel=self._kill_in_flight,
+            ):
+                yield from self._report(outcome.result)
+
+    def _execute(
+        self, work: RawWork, canceled: threading.Event, mark_started
+    ) -> tuple[RawResult, bool]:
+        result = RawResult(work)
+        day = work.tenant_day.partition_date
+        try:
+            prepared = prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id)
+        except Exception as exc:
+            result.error = failure_message(self.clickhouse, exc, ())
+            result.checks = session_outcomes(
+                self.clickhouse, work.tenant, work.domain, day, None, result.error, 0
+            )
+            return result, False
+        day_export = prepared.day_export
+        self._query_ids[work] = prepared.query_id
+
+        def checks_in_session(client: Client, rows_loaded: int) -> None:
+            # In the load's own engine session: in embedded mode a session costs ~0.3 s.
+            with prepared.timer.phase("progress_metadata"):
+                result.progress = progress_metadata(client, work.tenant)
+            with prepared.timer.phase("checks"):
+                result.checks = day_outcomes(
+                    client,
+                    work.tenant,
+                    work.domain,
+                    day,
+                    day_export.num_rows,
+                    None,
+                    len(day_export.files),
+                    raw_events=rows_loaded,
+                )
+
+        slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
+        try:
+            wait_started = (time.monotonic(), process_cpu_seconds())
+            with insert_slot(
+                self.context.instance,
+                self.run_id,
+                slot_key,
+                day_priority(day),
+                canceled,
+            ):
+                prepared.timer.add(
+                    "slot_wait",
+                    time.monotonic() - wait_started[0],
+                    process_cpu_seconds() - wait_started[1],
+                )
+                mark_started()
+                result.insert_started_at = time.time()
+                try:
+                    result.load = insert_day(
+                        self.clickhouse, prepared, self.run_id, canceled, checks_in_session
+                    )
+                finally:
+                    result.insert_finished_at = time.time()
+        except ClaimCanceled as exc:
+            result.error = str(exc)
+            return result, False
+        except Exception as exc:
+            result.error = failure_message(self.clickhouse, exc, prepared.secrets)
+            result.checks = session_outcomes(
+                self.clickhouse,
+                work.tenant,
+                work.domain,
+                day,
+                day_export.num_rows,
+                None,
+                len(day_export.files),
+            )
+        return result, result.passed
+
+    def _kill_in_flight(self, works: list[RawWork]) -> None:
+        self.context.log.warning(
+            f"run canceled: stopping {len(works)} load(s) in flight; queued days will not start"
+        )
+        for work in works:
+            query_id = self._query_ids.get(work)
+            if query_id is None:
+                continue
+            try:
+                kill_insert(self.clickhouse, query_id)
+            except Exception as exc:  # the load's own failure path still logs 'failed'
+                self.context.log.warning(f"KILL QUERY {query_id} failed: {exc}")
+
+    def _report(self, result: RawResult) -> Iterator[AssetMaterialization]:
+        work = result.work
+        self._report_checks(work, result.checks)
+        if result.load is None:
+            self.failed.append(work.label)
+            self.context.log.error(f"{work.label} failed: {result.error}")
+            return
+        load = result.load
+        self.context.log.info(
+            f"{work.label}: {load.rows_loaded} rows from {load.files} files, INSERT "
+            f"{load.insert_seconds:.2f}s"
+        )
+        yield AssetMaterialization(
+            asset_key=work.asset_key,
+            partition=work.partition_key,
+            metadata=_load_metadata(result),
+        )
+
+    def _report_checks(self, work: RawWork, outcomes: list[CheckOutcome]) -> None:
+        for outcome in outcomes:
+            if _check_key(work.asset_key, outcome.check_name) in self.selected_checks:
+                self.context.log_event(to_evaluation(work.asset_key, work.partition_key, outcome))
+
+    def _verify(self, domains: list[Domain], partition_keys: list[str]) -> None:
+        works, refused = plan_works(self.tenants, domains, partition_keys)
+        for work, _, reason in refused:
+            if work is not None:
+                self._report_checks(
+                    work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
+                )
+        with self.clickhouse.kept_open():
+            for work in works:
+                outcomes = outcomes_from_scratch(
+                    self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date
+                )
+                self._report_checks(work, outcomes)
+
+
+def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:
+    return AssetCheckKey(asset_key, name)
+
+
+def _refused_check(name: str, reason: str) -> CheckOutcome:
+    return CheckOutcome(name, False, f"outside the tenant's scope: {reason}")
+
+
+def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
+    load = result.load
+    assert load is not None
+    return {
+        "rows_loaded": MetadataValue.int(load.rows_loaded),
+        "source_rows": MetadataValue.int(load.source_rows),
+        "duplicate_rows": MetadataValue.int(load.duplicate_rows),
+        "files": MetadataValue.int(load.files),
+        "bytes": MetadataValue.int(load.bytes),
+        "s3_path": MetadataValue.path(load.s3_path),
+        "duration_seconds": MetadataValue.float(round(load.duration_seconds, 3)),
+        "insert_seconds": MetadataValue.float(round(load.insert_seconds, 3)),
+        "insert_started_at": MetadataValue.timestamp(result.insert_started_at or 0.0),
+        "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
+        "clickhouse_query_id": MetadataValue.text(load.query_id),
+        "attempt": MetadataValue.int(load.attempt),
+        # Where the day's time went (validation, engine session, INSERT, counts, checks).
+        "load_phases": MetadataValue.json(load.phases.as_json()),
+        **result.progress,
+    }

@@ -1,0 +1,171 @@
+"""The run coordinator named in dagster.yaml: newest-day-first priorities and backfill gating.
+
+Dagster's asset backfills submit their runs oldest partition first, and the run queue dequeues by
+the `dagster/priority` tag, then first in, first out. So every run gets a priority from its
+newest partition date, and a backfill's raw runs are held in the queue until the backfill has
+submitted all of them: only then can the queue pick the newest day first. Runs of one backfill
+that load the same tenant are serialized, so a lane (tenant and domain) split over several runs
+(a re-execution of scattered failed days) still starts its days newest first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    QueuedRunCoordinator,
+    RunsFilter,
+    SubmitRunContext,
+)
+
+from atlas_dagster.dagster_internals import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    BACKFILL_ID_TAG,
+    PARTITION_NAME_TAG,
+    PRIORITY_TAG,
+    backfill_target_partitions,
+    coordinator_instance,
+)
+from atlas_dagster.domains import DOMAINS
+from atlas_dagster.orchestration.pools import day_priority
+from atlas_dagster.partitions import partitions_for
+from atlas_dagster.settings import tenants_file
+from atlas_dagster.tenants import load_tenants
+
+HELD_TAG = "atlas/held"
+LANE_GROUP_TAG = "atlas/backfill-lanes"
+RAW_ASSET_KEYS = frozenset(AssetKey(d.raw_table) for d in DOMAINS.values())
+
+# The queue limits that make the tags above work, always in force whatever dagster.yaml says.
+TAG_CONCURRENCY_LIMITS: list[dict[str, Any]] = [
+    {"key": HELD_TAG, "value": "true", "limit": 0},
+    {"key": LANE_GROUP_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1},
+]
+
+log = logging.getLogger("atlas_dagster.run_coordinator")
+
+
+def run_partition_bounds(tags: Mapping[str, str]) -> tuple[str, str] | None:
+    """(first, last) partition key of a run, or None for an unpartitioned run."""
+    if PARTITION_NAME_TAG in tags:
+        return tags[PARTITION_NAME_TAG], tags[PARTITION_NAME_TAG]
+    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
+        return tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]
+    return None
+
+
+def _date_of(partition_key: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(partition_key.split("|", 1)[0])
+    except ValueError:
+        return None
+
+
+def _tenant_of(partition_key: str) -> str:
+    return partition_key.split("|", 1)[1] if "|" in partition_key else ""
+
+
+def priority_tags(run: DagsterRun) -> dict[str, str]:
+    """A priority from the run's newest partition date, unless someone set one already."""
+    bounds = run_partition_bounds(run.tags)
+    if PRIORITY_TAG in run.tags or bounds is None:
+        return {}
+    dates = [d for d in (_date_of(bounds[0]), _date_of(bounds[1])) if d is not None]
+    return {PRIORITY_TAG: str(day_priority(max(dates)))} if dates else {}
+
+
+def loads_raw(run: DagsterRun) -> bool:
+    return bool(run.asset_selection and RAW_ASSET_KEYS & set(run.asset_selection))
+
+
+def backfill_tags(run: DagsterRun) -> dict[str, str]:
+    """Hold a backfill's raw run and put it in its tenant's lane group."""
+    backfill_id = run.tags.get(BACKFILL_ID_TAG)
+    bounds = run_partition_bounds(run.tags)
+    if not backfill_id or bounds is None or not loads_raw(run):
+        return {}
+    first, last = (_tenant_of(b) for b in bounds)
+    tenant = first if first == last else "*"
+    return {HELD_TAG: "true", LANE_GROUP_TAG: f"{backfill_id}:{tenant}"}
+
+
+def expected_raw_runs(instance: DagsterInstance, backfill_id: str) -> int | None:
+    """How many raw runs the backfill submits: one per partition range of each group of raw
+    assets sharing a partition selection, as Dagster's single-run backfill policy splits them."""
+    target = backfill_target_partitions(instance, backfill_id)
+    if target is None:
+        return None
+    partitions_def = partitions_for(load_tenants(tenants_file()))
+    groups = {
+        frozenset(subset.get_partition_keys())
+        for asset_key, subset in target.items()
+        if asset_key in RAW_ASSET_KEYS
+    }
+    return sum(
+        len(
+            partitions_def.subset_with_partition_keys(keys).get_partition_key_ranges(partitions_def)
+        )
+        for keys in groups
+    )
+
+
+def held_runs(instance: DagsterInstance, backfill_id: str) -> Sequence[DagsterRun]:
+    return instance.get_runs(
+        RunsFilter(
+            tags={BACKFILL_ID_TAG: backfill_id, HELD_TAG: "true"},
+            statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
+        )
+    )
+
+
+def release_backfill(instance: DagsterInstance, backfill_id: str, reason: str) -> int:
+    runs = held_runs(instance, backfill_id)
+    for run in runs:
+        instance.add_run_tags(run.run_id, {HELD_TAG: "false"})
+    if runs:
+        log.info("released %d held run(s) of backfill %s: %s", len(runs), backfill_id, reason)
+    return len(runs)
+
+
+def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> bool:
+    expected = expected_raw_runs(instance, backfill_id)
+    submitted = [
+        r
+        for r in instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+        if loads_raw(r)
+    ]
+    if expected is not None and len(submitted) < expected:
+        return False
+    release_backfill(instance, backfill_id, f"all {len(submitted)} raw run(s) are queued")
+    return True
+
+
+class AtlasRunCoordinator(QueuedRunCoordinator):
+    """QueuedRunCoordinator that tags runs for newest-first dequeueing before enqueueing them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        limits = list(kwargs.pop("tag_concurrency_limits", None) or [])
+        limits += [limit for limit in TAG_CONCURRENCY_LIMITS if limit not in limits]
+        super().__init__(*args, tag_concurrency_limits=limits, **kwargs)
+
+    def submit_run(self, context: SubmitRunContext) -> DagsterRun:
+        run = context.dagster_run
+        tags = priority_tags(run) | backfill_tags(run)
+        if tags:
+            coordinator_instance(self).add_run_tags(run.run_id, tags)
+        submitted = super().submit_run(context)
+        backfill_id = run.tags.get(BACKFILL_ID_TAG)
+        if HELD_TAG in tags and backfill_id:
+            try:
+                release_if_fully_submitted(coordinator_instance(self), backfill_id)
+            except Exception:  # the sweep sensor releases what this could not
+                log.exception("could not check whether backfill %s is fully queued", backfill_id)
+        return submitted

@@ -1,0 +1,205 @@
+"""Orders a run's loads: newest day first in every lane, a one-at-a-time ramp-up, then parallel.
+
+A lane is one tenant and domain. Within a lane a day is dispatched only once the newer day before
+it has started its INSERT, so no day ever starts before a newer day of the same run. Each tenant
+loads its first `ramp_days` (newest) days one INSERT at a time; its parallelism rises to the
+steady state only when those days are completed and their checks passed, and stays at 1 if any of
+them failed. The Dagster pool caps INSERTs across runs; this caps them within the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import queue
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+WorkT = TypeVar("WorkT")
+ResultT = TypeVar("ResultT")
+
+EVENT_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class LoadSlot(Generic[WorkT]):
+    """One unit of work (a tenant-day of one domain) and where it sits in the order."""
+
+    work: WorkT
+    tenant_key: str
+    lane: Hashable
+    partition_date: dt.date
+    position: int
+
+
+@dataclass
+class Outcome(Generic[WorkT, ResultT]):
+    """What a worker reports: the result, and whether the day counts as passed for the ramp-up."""
+
+    slot: LoadSlot[WorkT]
+    result: ResultT
+    passed: bool
+
+
+@dataclass
+class _TenantRamp:
+    ramp_dates: frozenset[dt.date]
+    ramp_pending: int
+    ramp_failed: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.ramp_pending == 0
+
+    @property
+    def passed(self) -> bool:
+        return self.finished and not self.ramp_failed
+
+
+@dataclass
+class _State:
+    in_flight_by_tenant: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    started: set[int] = field(default_factory=set)
+    done: set[int] = field(default_factory=set)
+    dispatched: set[int] = field(default_factory=set)
+
+
+Execute = Callable[[WorkT, threading.Event, Callable[[], None]], tuple[ResultT, bool]]
+
+
+class LoadScheduler(Generic[WorkT, ResultT]):
+    """Runs `execute(work, canceled, mark_started)` for every slot under the ordering rules.
+
+    `execute` must call `mark_started()` right before its INSERT (after waiting for a pool slot)
+    and return (result, passed). Outcomes are yielded in completion order on the calling thread,
+    so the caller can emit Dagster events as days finish.
+    """
+
+    def __init__(
+        self,
+        slots: Sequence[LoadSlot[WorkT]],
+        execute: Execute,
+        parallelism: int,
+        ramp_days: int,
+    ) -> None:
+        self.slots = sorted(slots, key=lambda s: s.position)
+        self.execute = execute
+        self.parallelism = max(1, parallelism)
+        self.canceled = threading.Event()
+        self._events: queue.Queue[tuple[str, int, object]] = queue.Queue()
+        self._state = _State()
+        self._pending = list(self.slots)
+        self._lane_predecessor = self._predecessors()
+        self._ramps = self._ramp_plan(ramp_days)
+
+    def _predecessors(self) -> dict[int, int | None]:
+        previous: dict[Hashable, int] = {}
+        predecessor: dict[int, int | None] = {}
+        for slot in self.slots:
+            predecessor[slot.position] = previous.get(slot.lane)
+            previous[slot.lane] = slot.position
+        return predecessor
+
+    def _ramp_plan(self, ramp_days: int) -> dict[str, _TenantRamp]:
+        dates: dict[str, set[dt.date]] = defaultdict(set)
+        for slot in self.slots:
+            dates[slot.tenant_key].add(slot.partition_date)
+        ramps = {}
+        for tenant_key, tenant_dates in dates.items():
+            ramp_dates = frozenset(sorted(tenant_dates, reverse=True)[:ramp_days])
+            pending = sum(
+                1
+                for s in self.slots
+                if s.tenant_key == tenant_key and s.partition_date in ramp_dates
+            )
+            ramps[tenant_key] = _TenantRamp(ramp_dates, pending)
+        return ramps
+
+    def tenant_parallelism(self, tenant_key: str) -> int:
+        return self.parallelism if self._ramps[tenant_key].passed else 1
+
+    def _eligible(self, slot: LoadSlot[WorkT], in_flight: int) -> bool:
+        state, ramp = self._state, self._ramps[slot.tenant_key]
+        if in_flight >= self.parallelism:
+            return False
+        before = self._lane_predecessor[slot.position]
+        if before is not None and before not in state.started and before not in state.done:
+            return False
+        if not ramp.finished and slot.partition_date not in ramp.ramp_dates:
+            return False
+        return state.in_flight_by_tenant[slot.tenant_key] < self.tenant_parallelism(slot.tenant_key)
+
+    def _dispatch(self, pool: ThreadPoolExecutor) -> None:
+        state = self._state
+        for slot in list(self._pending):
+            in_flight = len(state.dispatched) - len(state.done)
+            if in_flight >= self.parallelism:
+                return
+            if not self._eligible(slot, in_flight):
+                continue
+            self._pending.remove(slot)
+            state.dispatched.add(slot.position)
+            state.in_flight_by_tenant[slot.tenant_key] += 1
+            pool.submit(self._work, slot)
+
+    def _work(self, slot: LoadSlot[WorkT]) -> None:
+        def mark_started() -> None:
+            self._events.put(("started", slot.position, None))
+
+        try:
+            result, passed = self.execute(slot.work, self.canceled, mark_started)
+            self._events.put(("done", slot.position, (result, passed)))
+        except BaseException as exc:  # the caller sees it as the slot's outcome
+            self._events.put(("crashed", slot.position, exc))
+
+    def _finish(self, slot: LoadSlot[WorkT], passed: bool) -> None:
+        state, ramp = self._state, self._ramps[slot.tenant_key]
+        state.done.add(slot.position)
+        state.in_flight_by_tenant[slot.tenant_key] -= 1
+        if slot.partition_date in ramp.ramp_dates:
+            ramp.ramp_pending -= 1
+            ramp.ramp_failed = ramp.ramp_failed or not passed
+
+    def run(
+        self,
+        on_started: Callable[[WorkT], None] | None = None,
+        on_cancel: Callable[[list[WorkT]], None] | None = None,
+    ) -> Iterator[Outcome[WorkT, ResultT]]:
+        """Yields each slot's outcome as it completes; on interruption, cancels and drains.
+
+        Both callbacks run on the calling thread: `on_started` when a work starts its INSERT,
+        `on_cancel` with the works in flight when the run is interrupted (to stop their queries).
+        """
+        by_position = {slot.position: slot for slot in self.slots}
+        pool = ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="atlas-load")
+        try:
+            while len(self._state.done) < len(self.slots):
+                self._dispatch(pool)
+                try:
+                    kind, position, payload = self._events.get(timeout=EVENT_POLL_SECONDS)
+                except queue.Empty:
+                    continue
+                slot = by_position[position]
+                if kind == "started":
+                    self._state.started.add(position)
+                    if on_started is not None:
+                        on_started(slot.work)
+                    continue
+                if kind == "crashed":
+                    self._finish(slot, passed=False)
+                    raise payload  # type: ignore[misc]
+                result, passed = payload  # type: ignore[misc]
+                self._finish(slot, passed)
+                yield Outcome(slot, result, passed)
+        finally:
+            # Interrupted (a canceled run) or crashed: start nothing new, let in-flight loads
+            # finish their own cleanup (they watch `canceled`), then return.
+            if len(self._state.done) < len(self.slots):
+                self.canceled.set()
+                in_flight = sorted(self._state.dispatched - self._state.done)
+                if on_cancel is not None and in_flight:
+                    on_cancel([by_position[position].work for position in in_flight])
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,58 @@
+"""The date|tenant partitions shared by every raw and gold asset, derived from the tenants file."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dagster import (
+    DailyPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    StaticPartitionsDefinition,
+)
+
+from atlas_dagster.tenants import Tenant
+
+
+@dataclass(frozen=True, order=True)
+class TenantDay:
+    """One partition: a tenant's UTC day."""
+
+    partition_date: dt.date
+    tenant_key: str
+
+    @property
+    def partition_key(self) -> str:
+        return f"{self.partition_date.isoformat()}|{self.tenant_key}"
+
+
+def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:
+    """Days from the earliest tenant start; they end with the latest tenant end, unless a tenant
+    has no end_date (its window grows by one day every day)."""
+    start = min((t.start_date for t in tenants), default=dt.date(2026, 1, 1))
+    open_ended = not tenants or any(t.end_date is None for t in tenants)
+    # DailyPartitionsDefinition's end_date is exclusive.
+    end = None if open_ended else max(t.last_date() for t in tenants) + dt.timedelta(days=1)
+    keys = [t.key for t in tenants] or ["none.none"]
+    return MultiPartitionsDefinition(
+        {
+            "date": DailyPartitionsDefinition(
+                start_date=start.isoformat(), end_date=end.isoformat() if end else None
+            ),
+            "tenant": StaticPartitionsDefinition(keys),
+        }
+    )
+
+
+def split_key(partition_key: MultiPartitionKey | str) -> tuple[dt.date, str]:
+    """'2026-11-30|acme.main' → (date, tenant key)."""
+    day, _, tenant = str(partition_key).partition("|")
+    return dt.date.fromisoformat(day), tenant
+
+
+def tenant_days_newest_first(partition_keys: Iterable[MultiPartitionKey | str]) -> list[TenantDay]:
+    """The partitions of a run (one key or a range), newest day first, then by tenant."""
+    days = [TenantDay(*split_key(key)) for key in partition_keys]
+    return sorted(days, key=lambda d: (-d.partition_date.toordinal(), d.tenant_key))

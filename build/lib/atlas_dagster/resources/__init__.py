@@ -1,0 +1,1 @@
+"""Dagster resources: ClickHouse access and per-tenant S3 clients."""

@@ -1,0 +1,16 @@
+"""Whether a tenant-day is in scope for some domains: the tenant lists one and covers the day."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from atlas_dagster.tenants import Tenant
+
+
+def in_scope(
+    tenant: Tenant, domains: Iterable[str], day: dt.date, today: dt.date | None = None
+) -> bool:
+    """A raw asset has one domain; a gold asset is in scope when any of its sources is."""
+    lists_one = any(domain in tenant.domains for domain in domains)
+    return lists_one and tenant.start_date <= day <= tenant.last_date(today)

@@ -1,0 +1,105 @@
+"""Process-wide settings read from the environment: ClickHouse target, tenants file, load limits."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+# The backfill competes with real-time ingestion on the same cluster: never more INSERTs at once.
+INSERT_HARD_CAP = 4
+DEFAULT_PARALLEL_INSERTS = 3
+RAMP_UP_DAYS_RANGE = (3, 5)
+DEFAULT_RAMP_UP_DAYS = 3
+
+
+class SettingsError(ValueError):
+    """An environment setting is out of its allowed range; the message names it."""
+
+
+def default_dsn() -> str:
+    return f"chdb://{(PROJECT_ROOT / '.atlas' / 'clickhouse').as_posix()}"
+
+
+def clickhouse_dsn() -> str:
+    return os.environ.get("ATLAS_CLICKHOUSE_DSN") or default_dsn()
+
+
+def clickhouse_cluster() -> str | None:
+    cluster = os.environ.get("ATLAS_CLICKHOUSE_CLUSTER") or None
+    if cluster is not None and not IDENTIFIER_RE.match(cluster):
+        raise SettingsError(f"ATLAS_CLICKHOUSE_CLUSTER={cluster!r} is not a valid cluster name")
+    return cluster
+
+
+def stale_sweep_seconds() -> int:
+    """How often the stale-load sweep sensor runs (ATLAS_STALE_SWEEP_SECONDS, default 30)."""
+    return _int_setting(
+        "ATLAS_STALE_SWEEP_SECONDS", 30, 1, 86_400, "seconds between two sweeps of stale loads"
+    )
+
+
+def tenants_file() -> Path:
+    return Path(os.environ.get("ATLAS_TENANTS_FILE") or PROJECT_ROOT / "tenants.yaml")
+
+
+def _int_setting(name: str, default: int, low: int, high: int, why: str) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
+    if not low <= value <= high:
+        raise SettingsError(
+            f"{name}={value} is refused: it must be between {low} and {high} ({why})"
+        )
+    return value
+
+
+def parallel_inserts() -> int:
+    """Steady-state INSERTs at once, which is also the limit of the Dagster pool atlas_insert."""
+    return _int_setting(
+        "ATLAS_MAX_PARALLEL_INSERTS",
+        DEFAULT_PARALLEL_INSERTS,
+        1,
+        INSERT_HARD_CAP,
+        f"never more than {INSERT_HARD_CAP} INSERTs in parallel: the backfill shares the cluster "
+        "with real-time ingestion",
+    )
+
+
+def ramp_up_days() -> int:
+    """How many of a tenant's newest days load one INSERT at a time before parallelism rises."""
+    low, high = RAMP_UP_DAYS_RANGE
+    return _int_setting(
+        "ATLAS_RAMP_UP_DAYS",
+        DEFAULT_RAMP_UP_DAYS,
+        low,
+        high,
+        "the runbook validates 3 to 5 days before running INSERTs in parallel",
+    )
+
+
+def check_load_limits() -> None:
+    """Raises SettingsError for an out-of-range ATLAS_MAX_PARALLEL_INSERTS or ATLAS_RAMP_UP_DAYS."""
+    parallel_inserts()
+    ramp_up_days()
+
+
+DEFAULT_LIABILITY_LOOKBACK_DAYS = 90
+
+
+def liability_lookback_days() -> int:
+    """ATLAS_LIABILITY_LOOKBACK_DAYS: how many days of opened bets the liability counts."""
+    return _int_setting(
+        "ATLAS_LIABILITY_LOOKBACK_DAYS",
+        DEFAULT_LIABILITY_LOOKBACK_DAYS,
+        1,
+        3660,
+        "a lookback of bets opened within that many days",
+    )

@@ -1,0 +1,1 @@
+"""Pre-insert validation of a tenant-day's export: schema, types, tenant ids, a bounded sample."""
