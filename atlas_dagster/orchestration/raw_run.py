@@ -20,6 +20,7 @@ from dagster import (
     AssetMaterialization,
     Failure,
     MetadataValue,
+    Output,
 )
 
 from atlas_dagster.checks.raw import (
@@ -28,7 +29,7 @@ from atlas_dagster.checks.raw import (
     outcomes_from_scratch,
     session_outcomes,
 )
-from atlas_dagster.checks.results import CheckOutcome, to_evaluation
+from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading.inbound import (
     DayLoad,
@@ -138,7 +139,7 @@ class RawRun:
         # Filled by worker threads as days are prepared, read on cancel to stop their queries.
         self._query_ids: dict[RawWork, str] = {}
 
-    def events(self) -> Iterator[AssetMaterialization]:
+    def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
         partition_keys = list(context.partition_keys)
         loading = domains_by_key(set(context.selected_asset_keys))
@@ -152,6 +153,7 @@ class RawRun:
             yield from self._load(loading, partition_keys)
         if checking_only:
             self._verify(checking_only, partition_keys)
+        yield from check_outputs(context)  # every day's check evaluations are logged by now
         if self.failed:
             shown = ", ".join(self.failed[:20]) + (" …" if len(self.failed) > 20 else "")
             raise Failure(

@@ -1,1 +1,0 @@
-"""atlas-dagster: historical Parquet exports → ClickHouse, orchestrated by Dagster."""

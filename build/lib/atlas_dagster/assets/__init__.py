@@ -1,1 +1,0 @@
-"""Dagster assets: raw tables fed through the inbound Null tables (gold to follow)."""

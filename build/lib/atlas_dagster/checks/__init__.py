@@ -1,1 +1,0 @@
-"""Asset checks: raw tenant-days against backfill_log and the export; gold against raw."""

@@ -1,1 +1,0 @@
-"""The atlas-dagster command line."""

@@ -1,1 +1,0 @@
-"""The export side: where a tenant-day's Parquet files live and what their footers say."""

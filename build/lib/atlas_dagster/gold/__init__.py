@@ -1,1 +1,0 @@
-"""Gold tables: their registry, the tenant-day replay and the reconciliation with raw."""

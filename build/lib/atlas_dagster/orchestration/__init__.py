@@ -1,1 +1,0 @@
-"""Orchestration: the INSERT pool, the in-run load scheduler, run priorities, gold automation."""

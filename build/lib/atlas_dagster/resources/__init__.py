@@ -1,1 +1,0 @@
-"""Dagster resources: ClickHouse access and per-tenant S3 clients."""

@@ -1,1 +1,0 @@
-"""Pre-insert validation of a tenant-day's export: schema, types, tenant ids, a bounded sample."""
