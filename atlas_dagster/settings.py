@@ -27,12 +27,16 @@ def atlas_home(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(environ.get("ATLAS_HOME") or Path.cwd()).resolve()
 
 
+DSN_VARIABLE = "ATLAS_CLICKHOUSE_DSN"
+
+
 def default_dsn() -> str:
     return f"chdb://{(atlas_home() / '.atlas' / 'clickhouse').as_posix()}"
 
 
 def clickhouse_dsn() -> str:
-    return os.environ.get("ATLAS_CLICKHOUSE_DSN") or default_dsn()
+    """The one DSN setting: ATLAS_CLICKHOUSE_DSN, else the embedded engine under ATLAS_HOME."""
+    return os.environ.get(DSN_VARIABLE) or default_dsn()
 
 
 def clickhouse_cluster() -> str | None:

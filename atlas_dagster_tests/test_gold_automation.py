@@ -37,7 +37,7 @@ def raw_and_gold(tenants: list[Tenant]) -> list:
     partitions_def = partitions_for(tenants)
     return [
         *raw_assets(tenants, partitions_def),
-        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK),
+        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK, embedded=True),
     ]
 
 

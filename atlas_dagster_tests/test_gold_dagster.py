@@ -51,7 +51,7 @@ def test_a_range_runs_once_newest_first_and_a_failed_day_fails_alone(
 
     monkeypatch.setattr(gold, "replay_day", replay_or_fail)
     partitions_def = partitions_for([tenant])
-    assets = gold_assets([tenant], partitions_def, lookback_days=3)
+    assets = gold_assets([tenant], partitions_def, lookback_days=3, embedded=True)
     with instance_for_test() as instance:
         result = materialize(
             assets,
@@ -86,7 +86,7 @@ def test_verify_runs_the_checks_alone_and_catches_a_tampered_day(clickhouse, mak
     tenant = _loaded_tenant(clickhouse, make_tenant)
     partitions_def = partitions_for([tenant])
     defs = Definitions(
-        assets=gold_assets([tenant], partitions_def, lookback_days=3),
+        assets=gold_assets([tenant], partitions_def, lookback_days=3, embedded=True),
         jobs=[verify_gold_job()],
         resources={"clickhouse": clickhouse},
     )
@@ -130,7 +130,7 @@ def test_verify_runs_the_checks_alone_and_catches_a_tampered_day(clickhouse, mak
 
 def test_out_of_scope_partitions_are_skipped_not_failed(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
-    liability = gold_assets([tenant], partitions_for([tenant]), lookback_days=3)[-1]
+    liability = gold_assets([tenant], partitions_for([tenant]), lookback_days=3, embedded=True)[-1]
     assert liability.key == AssetKey("gold_sportsbook_liability_daily")
     with instance_for_test() as instance:
         result = materialize(

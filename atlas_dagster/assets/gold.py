@@ -36,9 +36,9 @@ from atlas_dagster.gold.replay import DayReplay, Reconciliation, reconcile_day, 
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable
 from atlas_dagster.orchestration.automation import gold_automation_condition
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, is_embedded
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import clickhouse_dsn, liability_lookback_days
+from atlas_dagster.settings import liability_lookback_days
 from atlas_dagster.tenants import Tenant, tenant_by_key
 
 GOLD_GROUP = "gold"
@@ -239,14 +239,18 @@ def gold_assets(
     tenants: Sequence[Tenant],
     partitions_def: MultiPartitionsDefinition,
     lookback_days: int | None = None,
+    *,
+    embedded: bool,
 ) -> list[AssetsDefinition]:
+    """`embedded`: whether the wired ClickHouse is the embedded engine (definitions.py decides it
+    from the same DSN setting the resource is configured from)."""
     lookback = liability_lookback_days() if lookback_days is None else lookback_days
     if lookback < 1:
         raise ValueError(
             f"the liability lookback must be a positive number of days, not {lookback}"
         )
     # Embedded: gold replays would share the one engine with the raw INSERTs.
-    condition = gold_automation_condition(tenants, embedded=is_embedded(clickhouse_dsn()))
+    condition = gold_automation_condition(tenants, embedded=embedded)
     return [
         gold_asset(table, tenants, partitions_def, lookback, condition)
         for table in GOLD_TABLES.values()
