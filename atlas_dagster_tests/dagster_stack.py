@@ -34,11 +34,17 @@ def write_tenants(path: Path, tenants: Sequence[Tenant | Mapping]) -> Path:
     return path
 
 
-def isolated_env(work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None) -> dict:
-    """A new DAGSTER_HOME (with the project's dagster.yaml) and embedded engine under `work`."""
+def isolated_env(
+    work: Path,
+    tenants_file: Path,
+    extra_env: dict[str, str] | None = None,
+    instance_yaml: str | None = None,
+) -> dict:
+    """A new DAGSTER_HOME (the project's dagster.yaml, or `instance_yaml`) and embedded engine
+    under `work`."""
     home = work / "dagster_home"
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
+    (home / "dagster.yaml").write_text(instance_yaml or DAGSTER_YAML.read_text())
     return os.environ | {
         "DAGSTER_HOME": str(home),
         "ATLAS_HOME": str(work),
@@ -50,8 +56,12 @@ def isolated_env(work: Path, tenants_file: Path, extra_env: dict[str, str] | Non
 
 @contextlib.contextmanager
 def run_dagster_dev(
-    work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None
+    work: Path,
+    tenants_file: Path,
+    extra_env: dict[str, str] | None = None,
+    instance_yaml: str | None = None,
 ) -> Iterator[DagsterStack]:
     """Starts `dagster dev` on a fresh instance and engine under `work`; stops it after."""
-    with serve(isolated_env(work, tenants_file, extra_env), work / "dagster-dev.log") as stack:
+    env = isolated_env(work, tenants_file, extra_env, instance_yaml)
+    with serve(env, work / "dagster-dev.log") as stack:
         yield stack

@@ -79,3 +79,24 @@ def test_waiter_entries_of_dead_processes_are_ignored(tmp_path: Path) -> None:
     (folder / f"{os.getpid()}-1").touch()  # this process never counts as another waiter
     assert other_waiters(data_dir) == set()
     assert not (folder / f"{gone.stdout.strip()}-1").exists()
+
+
+def test_an_idle_kept_engine_is_handed_over_without_another_unit(tmp_path: Path) -> None:
+    """A run waiting for an INSERT slot between units must not keep the engine from the run that
+    holds the slot and waits for the engine (a deadlock until the engine wait times out)."""
+    dsn = f"chdb://{tmp_path / 'engine'}"
+    clickhouse = ClickHouseResource(dsn=dsn)
+    with clickhouse.kept_open():
+        with clickhouse.session() as client:
+            client.command("SELECT 1")
+        got_engine = tmp_path / "waiter-got-the-engine"
+        waiter = subprocess.run(
+            [sys.executable, "-c", WAITER, dsn, str(got_engine)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # this process runs no unit meanwhile: it is idle inside kept_open()
+        assert waiter.returncode == 0, waiter.stderr
+        assert got_engine.exists() and float(waiter.stdout) < 10
+        with clickhouse.session() as client:  # reopened for the holder's next unit
+            assert client.command("SELECT 1") == 1

@@ -136,6 +136,11 @@ class KeptEngine:
         self._turn = threading.Lock()
         self._handle: IO[str] | None = None
         self._client: Client | None = None
+        # Between units the process may wait on something else (an INSERT slot another process
+        # holds while it waits for this engine): a watcher hands the idle engine over too.
+        self._stopped = threading.Event()
+        self._watcher = threading.Thread(target=self._hand_over_when_idle, daemon=True)
+        self._watcher.start()
 
     @contextlib.contextmanager
     def unit(
@@ -161,6 +166,24 @@ class KeptEngine:
                 _let_waiters_in(self.data_dir, waiters)
         finally:
             self._turn.release()
+
+    def _hand_over_when_idle(self) -> None:
+        while not self._stopped.wait(POLL_SECONDS):
+            if not self._turn.acquire(blocking=False):
+                continue  # a unit is running: it hands over at its end
+            try:
+                waiters = other_waiters(self.data_dir) if self._client is not None else set()
+                if waiters:
+                    self.close()
+                    _let_waiters_in(self.data_dir, waiters)
+            finally:
+                self._turn.release()
+
+    def shut(self) -> None:
+        """Stops the idle watcher and closes the engine: the end of the kept_open() scope."""
+        self._stopped.set()
+        self._watcher.join()
+        self.close()
 
     def close(self) -> None:
         client, handle = self._client, self._handle
