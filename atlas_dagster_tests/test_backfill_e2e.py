@@ -33,6 +33,8 @@ from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
 from atlas_dagster_tests.insert_timeline import insert_intervals, max_overlap
 
+pytestmark = pytest.mark.e2e
+
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 10)
 DOMAINS = ("casino", "user")
 RAMP_DAYS = 3

@@ -21,6 +21,8 @@ from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
 
+pytestmark = pytest.mark.e2e
+
 DAY = dt.date(2026, 11, 5)
 ROWS = 3_000_000  # an INSERT of a few seconds, long enough to be killed in the middle
 SWEEP_SECONDS = 5
