@@ -53,6 +53,11 @@ def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Itera
 
     The code location is the installed module (no workspace file, no checkout), run from
     ATLAS_HOME so that its relative defaults resolve as they do for the command line."""
+    if not env.get("DAGSTER_HOME"):
+        raise ValueError(
+            "DAGSTER_HOME is not set: point it at the Dagster instance directory (with this "
+            "project's dagster.yaml; `make demo` uses .dagster_home)"
+        )
     port = port or free_port()
     home = Path(env["DAGSTER_HOME"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
