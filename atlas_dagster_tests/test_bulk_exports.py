@@ -16,6 +16,8 @@ from atlas_dagster.validation.schema import check_schema
 from atlas_dagster_tests.bulk_exports import bulk_table, ensure_bulk_day, write_bulk_day
 from atlas_dagster_tests.conftest import log_row, scalar
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 DAY = dt.date(2026, 11, 5)
 ROWS, ROWS_PER_FILE = 20_001, 7_000  # odd: the last casino bet has no settlement
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import (
     AssetKey,
@@ -23,6 +24,8 @@ from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAY = dt.date(2026, 11, 5)
 

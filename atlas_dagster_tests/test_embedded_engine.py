@@ -9,8 +9,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from atlas_dagster.resources.clickhouse import ClickHouseResource, embedded_path
 from atlas_dagster.resources.embedded_engine import other_waiters
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 WAITER = textwrap.dedent(
     """

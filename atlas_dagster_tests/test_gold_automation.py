@@ -26,6 +26,8 @@ from atlas_dagster.settings import SettingsError, liability_lookback_days
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.gold_support import materialize_raw
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 LOOKBACK = 3
 
 

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import pytest
 from dagster import AssetKey, AssetSelection, Definitions, instance_for_test, materialize
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
@@ -10,6 +11,8 @@ from atlas_dagster.assets.gold import RECONCILES_RAW, VERIFY_JOB_NAME, gold_asse
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster_tests.gold_support import generated, load
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAYS = [dt.date(2026, 11, 4), dt.date(2026, 11, 5), dt.date(2026, 11, 6)]
 GGR = AssetKey("gold_ggr_daily")

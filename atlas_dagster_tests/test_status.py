@@ -25,6 +25,8 @@ from atlas_dagster_tests.backfill_log_rows import (
 )
 from atlas_dagster_tests.dagster_stack import write_tenants
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 TODAY = dt.datetime.now(dt.UTC).date()
 TAIL = "; the load stopped without logging its result"
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from atlas_dagster_tests.dagster_stack import REPO
 
 ENSURE = REPO / "scripts" / "ensure-system-deps"
@@ -40,6 +42,7 @@ def test_missing_system_packages_are_named_with_the_command_to_install_them(tmp_
     assert (present.returncode, present.stderr) == (0, "")
 
 
+@pytest.mark.slow  # a nested make: ruff and a whole collection
 def test_a_test_run_that_collects_nothing_fails() -> None:
     completed = subprocess.run(
         ["make", "-s", "test-fast", "PYTEST_ARGS=-k no_test_is_named_like_this"],

@@ -16,6 +16,8 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
 RANGE_TAGS = {
     "dagster/asset_partition_range_start": f"{FIRST}|verify.main",
