@@ -27,6 +27,10 @@ log = logging.getLogger("atlas_dagster.clickhouse")
 
 POLL_SECONDS = 0.05
 HANDOVER_SECONDS = 2.0  # how long a holder that yielded lets its waiters take the engine first
+# An engine kept open with no unit for this long is idle (its process waits on something else,
+# e.g. an INSERT slot): handed over to a waiting process. Units of a busy run follow each other
+# within milliseconds, so they keep the engine.
+IDLE_HANDOVER_SECONDS = 1.0
 
 
 class EngineBusyError(TimeoutError):
@@ -139,6 +143,7 @@ class KeptEngine:
         # Between units the process may wait on something else (an INSERT slot another process
         # holds while it waits for this engine): a watcher hands the idle engine over too.
         self._stopped = threading.Event()
+        self._idle_since = time.monotonic()
         self._watcher = threading.Thread(target=self._hand_over_when_idle, daemon=True)
         self._watcher.start()
 
@@ -165,6 +170,7 @@ class KeptEngine:
                     self.close()
                 _let_waiters_in(self.data_dir, waiters)
         finally:
+            self._idle_since = time.monotonic()
             self._turn.release()
 
     def _hand_over_when_idle(self) -> None:
@@ -172,7 +178,8 @@ class KeptEngine:
             if not self._turn.acquire(blocking=False):
                 continue  # a unit is running: it hands over at its end
             try:
-                waiters = other_waiters(self.data_dir) if self._client is not None else set()
+                idle = time.monotonic() - self._idle_since >= IDLE_HANDOVER_SECONDS
+                waiters = other_waiters(self.data_dir) if idle and self._client else set()
                 if waiters:
                     self.close()
                     _let_waiters_in(self.data_dir, waiters)
