@@ -8,7 +8,8 @@ in atlas_dagster imports `dagster._…`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dagster import AssetCheckKey, AssetKey, AssetsDefinition, DagsterInstance
@@ -37,6 +38,7 @@ __all__ = [
     "claim_pool_slot",
     "coordinator_instance",
     "free_pool_slot",
+    "instance_database_connection",
     "pool_info",
     "set_pool_limit",
     "supports_pools",
@@ -68,6 +70,18 @@ def claim_pool_slot(
 def free_pool_slot(instance: DagsterInstance, run_id: str, step_key: str) -> None:
     """Frees the step's slot, or withdraws its pending claim."""
     instance.event_log_storage.free_concurrency_slot_for_step(run_id, step_key)
+
+
+@contextlib.contextmanager
+def instance_database_connection(instance: DagsterInstance) -> Iterator[Any]:
+    """A SQLAlchemy connection to the instance's index database (SQLite or PostgreSQL), or None
+    when its event log storage is not SQL-backed."""
+    connect = getattr(instance.event_log_storage, "index_connection", None)
+    if connect is None:
+        yield None
+        return
+    with connect() as connection:
+        yield connection
 
 
 def backfill_is_requested(instance: DagsterInstance, backfill_id: str) -> bool:

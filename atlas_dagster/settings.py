@@ -41,7 +41,7 @@ def clickhouse_dsn() -> str:
 
 def clickhouse_cluster() -> str | None:
     cluster = os.environ.get("ATLAS_CLICKHOUSE_CLUSTER") or None
-    if cluster is not None and not IDENTIFIER_RE.match(cluster):
+    if cluster is not None and not IDENTIFIER_RE.fullmatch(cluster):
         raise SettingsError(f"ATLAS_CLICKHOUSE_CLUSTER={cluster!r} is not a valid cluster name")
     return cluster
 
@@ -50,6 +50,16 @@ def stale_sweep_seconds() -> int:
     """How often the stale-load sweep sensor runs (ATLAS_STALE_SWEEP_SECONDS, default 30)."""
     return _int_setting(
         "ATLAS_STALE_SWEEP_SECONDS", 30, 1, 86_400, "seconds between two sweeps of stale loads"
+    )
+
+
+def slot_wait_seconds() -> int:
+    """ATLAS_SLOT_WAIT_SECONDS: the longest an INSERT waits for a slot of the pool (default 6 h).
+
+    Claims of dead processes are freed while waiting, so reaching it means live loads held every
+    slot that long: the day fails naming them, rather than waiting forever."""
+    return _int_setting(
+        "ATLAS_SLOT_WAIT_SECONDS", 6 * 3600, 1, 7 * 86_400, "seconds an INSERT waits for a slot"
     )
 
 

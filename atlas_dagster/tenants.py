@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -15,6 +16,13 @@ from atlas_dagster.domains import DOMAINS, get_domain
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 PREFIX_RE = re.compile(r"^[A-Za-z0-9._/=-]*$")
+# AWS regions (us-east-1, eu-central-2, us-gov-west-1) and S3-compatible ones (a name such as
+# "garage"): never '/', '?', '.' or '@', since the region is placed into the host name.
+REGION_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+){0,4}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+ENDPOINT_PATH_RE = re.compile(r"^[A-Za-z0-9._/-]*$")
+S3_FIELDS = ("endpoint_url", "region", "access_key_id_env", "secret_access_key_env")
 
 
 class TenantConfigError(ValueError):
@@ -81,7 +89,7 @@ def _parse_source(raw: object, where: str, base_dir: Path) -> str:
     source = str(raw or "").rstrip("/")
     if source.startswith("s3://"):
         bucket, _, prefix = source[5:].partition("/")
-        if not BUCKET_RE.match(bucket) or not PREFIX_RE.match(prefix) or ".." in prefix:
+        if not BUCKET_RE.fullmatch(bucket) or not PREFIX_RE.fullmatch(prefix) or ".." in prefix:
             raise TenantConfigError(f"{where}: source {source!r} is not a valid s3://bucket/prefix")
         return source
     if source.startswith("file://"):
@@ -93,9 +101,69 @@ def _parse_source(raw: object, where: str, base_dir: Path) -> str:
         path = (base_dir / source).resolve()
     else:
         raise TenantConfigError(f"{where}: source {source!r} must start with s3:// or file://")
-    if not PREFIX_RE.match(path.as_posix()) or ".." in path.parts:
+    if not PREFIX_RE.fullmatch(path.as_posix()) or ".." in path.parts:
         raise TenantConfigError(f"{where}: source path {path} has characters that are not allowed")
     return f"file://{path.as_posix()}"
+
+
+def _endpoint_problem(url: str) -> str | None:
+    """Why an S3 endpoint URL is refused: the s3() URL is built from it, so only a plain
+    http(s)://host[:port][/path] is accepted (credentials travel as bound keys, never in it)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "must not carry a user or password (name the key variables instead)"
+    if parts.query or parts.fragment or url.rstrip("?#") != url:
+        return "must not carry a query string or fragment"
+    host = parts.hostname or ""
+    if host.startswith("[") or ":" in host:
+        host = ""  # IPv6 literals are not needed on loopback or in a VPC; refused for simplicity
+    if not HOST_RE.fullmatch(host) or port == 0:
+        return "must name a host (letters, digits, '.', '-') and optionally a port"
+    if not ENDPOINT_PATH_RE.fullmatch(parts.path) or ".." in parts.path.split("/"):
+        return "has a path with characters that are not allowed"
+    return None
+
+
+def _parse_s3(raw: object, where: str) -> S3Settings:
+    if raw is None:
+        return S3Settings()
+    if not isinstance(raw, dict):
+        raise TenantConfigError(f"{where}: s3 must be a mapping of {list(S3_FIELDS)}")
+    unknown = set(raw) - set(S3_FIELDS)
+    if unknown:
+        raise TenantConfigError(f"{where}: unknown s3 settings {sorted(unknown)}")
+    values: dict[str, str | None] = {}
+    for name in S3_FIELDS:
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raise TenantConfigError(f"{where}: s3.{name} must be a string, not {value!r}")
+        values[name] = value or None
+    endpoint, region = values["endpoint_url"], values["region"]
+    if endpoint is not None and (problem := _endpoint_problem(endpoint)):
+        # The value is not echoed: it may hold a password.
+        raise TenantConfigError(f"{where}: s3.endpoint_url {problem}")
+    if region is not None and not REGION_RE.fullmatch(region):
+        raise TenantConfigError(
+            f"{where}: s3.region {region!r} is not a region name (like us-east-1: lower-case "
+            "letters, digits and '-')"
+        )
+    for name in ("access_key_id_env", "secret_access_key_env"):
+        value = values[name]
+        if value is not None and not ENV_NAME_RE.fullmatch(value):
+            raise TenantConfigError(
+                f"{where}: s3.{name} {value!r} must be the name of an environment variable"
+            )
+    if bool(values["access_key_id_env"]) != bool(values["secret_access_key_env"]):
+        raise TenantConfigError(
+            f"{where}: s3.access_key_id_env and s3.secret_access_key_env go together"
+        )
+    return S3Settings(**values)
 
 
 def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
@@ -104,7 +172,7 @@ def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
         raise TenantConfigError(f"{where}: expected a mapping")
     for name in ("organization_id", "brand_id"):
         value = entry.get(name)
-        if not isinstance(value, str) or not TENANT_ID_RE.match(value):
+        if not isinstance(value, str) or not TENANT_ID_RE.fullmatch(value):
             raise TenantConfigError(
                 f"{where} ({entry.get('organization_id')!r}/{entry.get('brand_id')!r}): {name} "
                 f"{value!r} must match {TENANT_ID_RE.pattern}"
@@ -120,10 +188,7 @@ def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
     end = _parse_date(entry["end_date"], where, "end_date") if entry.get("end_date") else None
     if end and end < start:
         raise TenantConfigError(f"{where}: end_date {end} is before start_date {start}")
-    s3_raw = entry.get("s3") or {}
-    unknown = set(s3_raw) - {"endpoint_url", "region", "access_key_id_env", "secret_access_key_env"}
-    if unknown:
-        raise TenantConfigError(f"{where}: unknown s3 settings {sorted(unknown)}")
+    s3 = _parse_s3(entry.get("s3"), where)
     return Tenant(
         organization_id=entry["organization_id"],
         brand_id=entry["brand_id"],
@@ -131,17 +196,25 @@ def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
         start_date=start,
         end_date=end,
         domains=tuple(str(d) for d in domains),
-        s3=S3Settings(**s3_raw),
+        s3=s3,
     )
 
 
 def load_tenants(path: Path) -> list[Tenant]:
+    """The tenants of the file; any problem is a TenantConfigError naming the file and entry."""
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError as exc:
         raise TenantConfigError(f"tenants file {path} does not exist") from exc
-    entries = document.get("tenants") or []
-    tenants = [_parse_tenant(entry, i, path.parent) for i, entry in enumerate(entries)]
+    except yaml.YAMLError as exc:
+        raise TenantConfigError(f"tenants file {path} is not valid YAML: {exc}") from exc
+    entries = document.get("tenants") if isinstance(document, dict) else None
+    if not isinstance(entries or [], list):
+        raise TenantConfigError(f"tenants file {path}: 'tenants' must be a list of tenants")
+    try:
+        tenants = [_parse_tenant(entry, i, path.parent) for i, entry in enumerate(entries or [])]
+    except TenantConfigError as exc:
+        raise TenantConfigError(f"tenants file {path}: {exc}") from None
     keys = [t.key for t in tenants]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:

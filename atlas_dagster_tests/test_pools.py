@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from dagster import DagsterInstance, instance_for_test
+from dagster import DagsterInstance, DagsterRunStatus, instance_for_test
+from dagster._core.test_utils import create_run_for_test
 
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.pools import (
@@ -68,14 +69,22 @@ def test_ramp_up_days_must_be_three_to_five(monkeypatch, value) -> None:
         check_load_limits()
 
 
+def _started_run(instance: DagsterInstance) -> str:
+    """A run the instance knows as STARTED: claims of unknown runs are freed as dead."""
+    return create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED).run_id
+
+
 def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
         order: list[str] = []
-        with insert_slot(instance, "run-a", "held", 100, canceled):
+        with insert_slot(instance, _started_run(instance), "held", 100, canceled):
             waiters = [
-                threading.Thread(target=_take, args=(instance, key, priority, canceled, order))
+                threading.Thread(
+                    target=_take,
+                    args=(instance, _started_run(instance), key, priority, canceled, order),
+                )
                 for key, priority in (("older", 10), ("newer", 20))
             ]
             for waiter in waiters:
@@ -91,17 +100,17 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
-        with insert_slot(instance, "run-a", "held", 1, threading.Event()):
+        with insert_slot(instance, _started_run(instance), "held", 1, threading.Event()):
             canceled.set()
             with pytest.raises(ClaimCanceled):
-                with insert_slot(instance, "run-b", "waiting", 2, canceled):
+                with insert_slot(instance, _started_run(instance), "waiting", 2, canceled):
                     pass
         info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
         assert info.claimed_slots == [] and info.pending_steps == []
 
 
-def _take(instance, key: str, priority: int, canceled, order: list[str]) -> None:
-    with insert_slot(instance, f"run-{key}", key, priority, canceled):
+def _take(instance, run_id: str, key: str, priority: int, canceled, order: list[str]) -> None:
+    with insert_slot(instance, run_id, key, priority, canceled):
         order.append(key)
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+
+from clickhouse_connect.driver.exceptions import Error as ClickHouseError
+from dagster import DagsterInvariantViolationError
 
 from atlas_dagster.cli import backfill, demo, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
+from atlas_dagster.resources.embedded_engine import EngineOpenError
+from atlas_dagster.resources.waits import LOGGER as WAIT_LOGGER
+from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
@@ -43,13 +50,61 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+# Problems of the operator's setup or of the target, reported in one line (no traceback).
+OPERATOR_ERRORS = (
+    TenantConfigError,
+    DagsterApiError,
+    ValueError,
+    EngineOpenError,
+    WaitTimeout,
+    ClickHouseError,
+    DagsterInvariantViolationError,
+)
+
+
+def _show_waits() -> logging.Handler:
+    """Waits outside a Dagster run (the engine lock, a slot) go to stderr as they happen."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("atlas-dagster: %(message)s"))
+    WAIT_LOGGER.addHandler(handler)
+    WAIT_LOGGER.setLevel(logging.INFO)
+    # The driver logs a connection failure itself; the one-line error below already says it.
+    logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
+    return handler
+
+
+def _check_and_sweep() -> None:
+    """Before `load` starts its run: ClickHouse is opened once, so that an unreachable server or
+    an unusable data directory is one line here rather than a failed run; and, since no daemon
+    may be running, one stale-load sweep (the sensor's): 'running' days of dead processes
+    become failed and their STARTED runs failed. (Pool slots of dead processes are freed by the
+    run's own INSERT as soon as it waits for one, which it then reports.)"""
+    from dagster import DagsterInstance
+
+    from atlas_dagster.monitoring.stale_loads import sweep
+    from atlas_dagster.resources.clickhouse import ensure_schema
+
+    with DagsterInstance.get() as instance:
+        with ClickHouseResource().session() as client:
+            ensure_schema(client)
+            result = sweep(client, instance)
+    for item in result.marked:
+        print(f"atlas-dagster: {item.load.label} marked failed: {item.reason}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    handler = _show_waits()
     try:
+        if args.command == "load":
+            _check_and_sweep()
         return args.run(args)
-    except (TenantConfigError, DagsterApiError, ValueError) as exc:
-        print(f"atlas-dagster: {exc}", file=sys.stderr)
+    except OPERATOR_ERRORS as exc:
+        text = ClickHouseResource().redact(str(exc)).strip().splitlines()
+        print(f"atlas-dagster: {text[0] if text else type(exc).__name__}", file=sys.stderr)
         return 2
+    finally:
+        WAIT_LOGGER.removeHandler(handler)  # main() may run in-process (tests, the demo)
 
 
 if __name__ == "__main__":

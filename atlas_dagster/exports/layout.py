@@ -120,7 +120,7 @@ class ExportSource:
             raise ExportError(f"no Parquet files for the day at {folder}/")
         files = []
         for name, size in sorted(entries):
-            if not FILE_NAME_RE.match(name):
+            if not FILE_NAME_RE.fullmatch(name):
                 raise ExportError(f"{folder}/{name}: file name has characters that are not allowed")
             uri = f"{folder}/{name}"
             files.append(ExportFile(uri, name, size, *self._footer(uri, size)))

@@ -32,7 +32,7 @@ class GoldTable:
 
 def identifier(name: str) -> str:
     """Only validated identifiers reach a query's dollar placeholders."""
-    if not IDENTIFIER_RE.match(name):
+    if not IDENTIFIER_RE.fullmatch(name):
         raise ValueError(f"{name!r} is not a valid ClickHouse identifier")
     return name
 

@@ -264,7 +264,10 @@ def insert_day(
     cluster = clickhouse.resolved_cluster()
     statement, parameters = insert_statement(prepared, cluster)
     timer = prepared.timer
-    with clickhouse.session(timer) as client:
+    with (
+        clickhouse.day_exclusion(tenant.key, domain.name, day),
+        clickhouse.session(timer) as client,
+    ):
         with timer.phase("ensure_schema"):
             ensure_schema(client)
         with timer.phase("previous_attempt"):

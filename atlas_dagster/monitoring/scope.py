@@ -19,7 +19,7 @@ class Scope:
     def __post_init__(self) -> None:
         for name in ("organization_id", "brand_id"):
             value = getattr(self, name)
-            if value and not TENANT_ID_RE.match(value):
+            if value and not TENANT_ID_RE.fullmatch(value):
                 raise ValueError(f"{name} {value!r} must match {TENANT_ID_RE.pattern}")
         if self.domain:
             get_domain(self.domain)

@@ -22,6 +22,7 @@ from atlas_dagster.monitoring.stale_loads import (
     fail_loads_of_run,
     sweep,
 )
+from atlas_dagster.orchestration.pools import INSERT_POOL, reclaim_dead_claims
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.resources.embedded_engine import EngineBusyError
 from atlas_dagster.settings import stale_sweep_seconds
@@ -93,12 +94,16 @@ def backfill_log_canceled_runs(
     default_status=DefaultSensorStatus.RUNNING,
     description=(
         "Marks 'running' backfill_log days failed when their Dagster run is finished or unknown, "
-        "or their worker process on this host is gone; fails STARTED runs whose worker died."
+        "or their worker process on this host is gone; fails STARTED runs whose worker died; "
+        "frees atlas_insert slots whose holder is dead."
     ),
 )
 def backfill_log_stale_sweep(
     context: SensorEvaluationContext, clickhouse: ClickHouseResource
 ) -> SkipReason:
+    # Pool claims of dead processes first: they need no engine, and a busy engine must not
+    # keep them leaked.
+    reclaim_dead_claims(context.instance, INSERT_POOL, context.log)
     try:
         with _brief(clickhouse).session() as client:
             ensure_schema(client)

@@ -242,6 +242,7 @@ class RawRun:
                 slot_key,
                 day_priority(day),
                 canceled,
+                self.context.log,
             ):
                 prepared.timer.add(
                     "slot_wait",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import re
 import threading
 import weakref
 from collections.abc import Iterator
@@ -11,16 +13,21 @@ from typing import Any
 from urllib.parse import urlparse
 
 import clickhouse_connect
+from clickhouse_connect.driver._backend.httpcommon import parse_command_body
 from clickhouse_connect.driver.client import Client
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
+from pydantic import PrivateAttr
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
+from atlas_dagster.resources.day_exclusion import day_exclusion, day_key
 from atlas_dagster.resources.embedded_engine import (
+    EngineOpenError,
     KeptEngine,
-    acquire_file_lock,
+    open_engine,
     release_file_lock,
 )
+from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
 
@@ -37,6 +44,64 @@ def dsn_password(dsn: str) -> str | None:
     return urlparse(dsn).password
 
 
+_OS_ERROR_RE = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+
+
+def connect(dsn: str) -> Client:
+    """A client for the DSN. Against a server, bound parameters (a tenant's S3 keys among them)
+    travel in the request body, never in the URL that proxies and access logs keep."""
+    if is_embedded(dsn):
+        return clickhouse_connect.get_client(dsn=dsn)
+    try:
+        client = clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
+    except Exception as exc:
+        raise EngineOpenError(
+            f"ClickHouse at {redact(dsn)} is unreachable: {_short_reason(exc, dsn)}"
+        ) from exc
+    return _commands_bind_in_body(client)
+
+
+def _commands_bind_in_body(client: Client) -> Client:
+    """clickhouse-connect 1.12 honours form_encode_query_params in query() and raw_query() but
+    not in command(), which always puts bound parameters in the URL (plan_command_request in
+    driver/_backend/httpcommon.py): this client's command() with parameters goes through
+    raw_query() instead, so they travel in the form-encoded body, and returns what command()
+    would (one value, a list of values, or '' when the statement returns nothing)."""
+    plain_command = client.command
+
+    def command(
+        cmd: str,
+        parameters: Any = None,
+        data: Any = None,
+        settings: dict | None = None,
+        use_database: bool = True,
+        external_data: Any = None,
+        transport_settings: dict[str, str] | None = None,
+    ) -> Any:
+        if not parameters or data is not None or external_data is not None:
+            return plain_command(
+                cmd, parameters, data, settings, use_database, external_data, transport_settings
+            )
+        body = client.raw_query(
+            cmd,
+            parameters,
+            settings,
+            use_database=use_database,
+            transport_settings=transport_settings,
+        )
+        return parse_command_body(body) if body else ""
+
+    client.command = command  # type: ignore[method-assign]
+    return client
+
+
+def _short_reason(exc: Exception, dsn: str) -> str:
+    """The OS error of a failed connection, else the first line of the server's answer."""
+    text = redact(str(exc), (dsn_password(dsn),))
+    found = _OS_ERROR_RE.search(text)
+    return found.group(0).strip() if found else text.splitlines()[0][:300] if text else repr(exc)
+
+
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
 _KEPT_GUARD = threading.Lock()
@@ -48,6 +113,31 @@ class ClickHouseResource(ConfigurableResource):
     dsn: str = ""
     cluster: str = ""
     lock_wait_seconds: float = 3600.0
+    # Set per run by Dagster (setup_for_execution): where waits are reported, who is waiting.
+    _log: WaitLog | None = PrivateAttr(default=None)
+    _run_id: str = PrivateAttr(default="")
+    _instance: DagsterInstance | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._log = context.log
+        self._run_id = context.run.run_id if context.run is not None else ""
+        self._instance = context.instance
+
+    def day_exclusion(
+        self, tenant_key: str, domain: str, day: dt.date
+    ) -> contextlib.AbstractContextManager[None]:
+        """One load of a tenant-day-domain at a time (clear → INSERT → count). Against a server it
+        is held in the Dagster instance's storage (resources/day_exclusion.py); embedded, the
+        engine's file lock already serializes every write."""
+        if self.is_embedded():
+            return contextlib.nullcontext()
+        return day_exclusion(
+            self._instance,
+            day_key(tenant_key, domain, day),
+            self.lock_wait_seconds,
+            self._log,
+            self._run_id,
+        )
 
     def resolved_dsn(self) -> str:
         return self.dsn or clickhouse_dsn()
@@ -76,19 +166,26 @@ class ClickHouseResource(ConfigurableResource):
             return
         handle = None
         if is_embedded(dsn):
-            with timer.phase("engine_lock_wait"):
-                handle = acquire_file_lock(embedded_path(dsn), self.lock_wait_seconds)
-        try:
+            client, handle = open_engine(
+                embedded_path(dsn),
+                lambda: connect(dsn),
+                self.lock_wait_seconds,
+                timer.phase,
+                self._log,
+                self._run_id,
+            )
+        else:
             with timer.phase("engine_open"):
-                client = clickhouse_connect.get_client(dsn=dsn)
+                client = connect(dsn)
+        try:
+            yield client
+        finally:
             try:
-                yield client
-            finally:
                 with timer.phase("engine_close"):
                     client.close()
-        finally:
-            if handle is not None:
-                release_file_lock(handle)
+            finally:
+                if handle is not None:
+                    release_file_lock(handle)
 
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:
@@ -103,8 +200,10 @@ class ClickHouseResource(ConfigurableResource):
             engine, users = _KEPT.get(dsn) or (
                 KeptEngine(
                     embedded_path(dsn),
-                    lambda: clickhouse_connect.get_client(dsn=dsn),
+                    lambda: connect(dsn),
                     self.lock_wait_seconds,
+                    self._log,
+                    self._run_id,
                 ),
                 0,
             )

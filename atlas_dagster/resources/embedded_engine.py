@@ -12,9 +12,11 @@ whenever another process is waiting, so nobody waits longer than one unit of wor
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
-import logging
+import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +25,8 @@ from typing import IO
 
 from clickhouse_connect.driver.client import Client
 
-log = logging.getLogger("atlas_dagster.clickhouse")
+from atlas_dagster.monitoring.workers import WorkerState, current_worker, worker_state
+from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
 
 POLL_SECONDS = 0.05
 HANDOVER_SECONDS = 2.0  # how long a holder that yielded lets its waiters take the engine first
@@ -31,10 +34,16 @@ HANDOVER_SECONDS = 2.0  # how long a holder that yielded lets its waiters take t
 # e.g. an INSERT slot): handed over to a waiting process. Units of a busy run follow each other
 # within milliseconds, so they keep the engine.
 IDLE_HANDOVER_SECONDS = 1.0
+# ClickHouse writes its pid into <data dir>/status while it holds the directory.
+_STATUS_PID_RE = re.compile(r"^PID: (\d+)$", re.MULTILINE)
 
 
-class EngineBusyError(TimeoutError):
+class EngineBusyError(WaitTimeout):
     """Another process held the embedded engine for longer than the bounded wait."""
+
+
+class EngineOpenError(RuntimeError):
+    """The embedded engine could not be opened; the lock was released, the message says why."""
 
 
 def _lock_path(data_dir: Path) -> Path:
@@ -83,44 +92,146 @@ def _registered_waiter(data_dir: Path) -> Iterator[None]:
         entry.unlink(missing_ok=True)
 
 
-def acquire_file_lock(data_dir: Path, wait_seconds: float) -> IO[str]:
-    """Takes the data directory's lock, waiting at most `wait_seconds`; returns its handle."""
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(_lock_path(data_dir), "a+")  # noqa: SIM115 - kept open while the lock is held
+def _write_holder(handle: IO[str], run_id: str) -> None:
+    """Records who holds the lock (worker, run, since when) in the lock file, for waiters."""
+    handle.seek(0)
+    handle.truncate()
+    since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    handle.write(json.dumps({"worker": str(current_worker()), "run_id": run_id, "since": since}))
+    handle.flush()
+
+
+def describe_holder(lock_file: Path) -> str:
+    """Who holds a lock file written by `_write_holder`, and whether that process still lives."""
+    try:
+        holder = json.loads(lock_file.read_text() or "{}")
+    except (OSError, ValueError):
+        holder = {}
+    worker = str(holder.get("worker", ""))
+    if not worker:
+        return f"held by a process that has not named itself yet (lock {lock_file})"
+    state = worker_state(worker)
+    text = f"held by worker {worker}"
+    if holder.get("run_id"):
+        text += f" (Dagster run {holder['run_id']})"
+    text += f" since {holder.get('since', '?')}"
+    if state in (WorkerState.GONE, WorkerState.REUSED):
+        text += ", a process that is gone: the lock frees as soon as the kernel notices"
+    return text
+
+
+def _flock(handle: IO[str]) -> bool:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return handle
+        return True
     except BlockingIOError:
-        pass
-    except BaseException:
-        handle.close()
-        raise
-    started = time.monotonic()
-    log.info("embedded ClickHouse at %s is busy; waiting for it", data_dir)
+        return False
+
+
+def acquire_lock_file(
+    lock_file: Path,
+    what: str,
+    wait_seconds: float,
+    log: WaitLog | None = None,
+    run_id: str = "",
+    on_wait: contextlib.AbstractContextManager | None = None,
+    error: Callable[[str], Exception] = WaitTimeout,
+) -> IO[str]:
+    """Takes an exclusive lock file, waiting at most `wait_seconds` (reported, naming the holder);
+    writes this process's identity into it and returns the handle. The kernel frees the lock
+    when the holding process dies, however it dies."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_file, "a+")  # noqa: SIM115 - kept open while the lock is held
     try:
-        with _registered_waiter(data_dir):
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() - started > wait_seconds:
-                        raise EngineBusyError(
-                            f"embedded ClickHouse at {data_dir} stayed busy for {wait_seconds:.0f}s"
-                        ) from None
+        if not _flock(handle):
+            wait = BoundedWait(what, wait_seconds, log, error)
+            with on_wait or contextlib.nullcontext():
+                while not _flock(handle):
+                    wait.still_waiting(describe_holder(lock_file))
                     time.sleep(POLL_SECONDS)
+            wait.done()
+        _write_holder(handle, run_id)
+        return handle
     except BaseException:
         handle.close()
         raise
-    log.info("embedded ClickHouse free after %.1fs", time.monotonic() - started)
-    return handle
+
+
+def acquire_file_lock(
+    data_dir: Path, wait_seconds: float, log: WaitLog | None = None, run_id: str = ""
+) -> IO[str]:
+    """Takes the data directory's lock, waiting at most `wait_seconds`; returns its handle."""
+    return acquire_lock_file(
+        _lock_path(data_dir),
+        f"embedded ClickHouse at {data_dir}",
+        wait_seconds,
+        log,
+        run_id,
+        on_wait=_registered_waiter(data_dir),
+        error=EngineBusyError,
+    )
 
 
 def release_file_lock(handle: IO[str]) -> None:
     try:
+        handle.seek(0)
+        handle.truncate()  # nobody holds it: waiters must not name a former holder
         fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         handle.close()
+
+
+def _open_failure(data_dir: Path, exc: Exception) -> EngineOpenError:
+    """Why the engine did not open, in one line: another process holding the directory outside
+    this lock is named by the pid ClickHouse wrote into its status file."""
+    try:
+        match = _STATUS_PID_RE.search((data_dir / "status").read_text())
+    except OSError:
+        match = None
+    pid = int(match.group(1)) if match else None
+    if pid is not None and pid != os.getpid() and _alive(pid):
+        reason = (
+            f"process {pid} holds the data directory outside atlas-dagster's lock "
+            f"{_lock_path(data_dir)}; stop it, or point ATLAS_CLICKHOUSE_DSN at another directory"
+        )
+    else:
+        # chDB appends a C++ stack trace to some messages: the first line says it all.
+        reason = str(exc).split("Stack trace", 1)[0].strip().splitlines()[0][:500]
+    return EngineOpenError(f"embedded ClickHouse at {data_dir} could not be opened: {reason}")
+
+
+def open_engine(
+    data_dir: Path,
+    open_client: Callable[[], Client],
+    wait_seconds: float,
+    on_phase: Callable[[str], contextlib.AbstractContextManager],
+    log: WaitLog | None = None,
+    run_id: str = "",
+) -> tuple[Client, IO[str]]:
+    """Lock, then open; the lock is released whenever the open fails, so that nobody (this
+    process included) waits on a lock whose engine never opened."""
+    with on_phase("engine_lock_wait"):
+        try:
+            handle = acquire_file_lock(data_dir, wait_seconds, log, run_id)
+        except WaitTimeout:
+            raise  # a TimeoutError, hence an OSError, but not a problem of the directory
+        except OSError as exc:  # e.g. a parent of the data directory is a file
+            why = exc.strerror or str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                why = f"{exc.filename} exists and is not a directory"
+            raise EngineOpenError(
+                f"embedded ClickHouse at {data_dir} could not be opened: its lock file "
+                f"{_lock_path(data_dir)} cannot be created: {why}"
+            ) from exc
+    try:
+        with on_phase("engine_open"):
+            return open_client(), handle
+    except Exception as exc:
+        release_file_lock(handle)
+        raise _open_failure(data_dir, exc) from exc
+    except BaseException:
+        release_file_lock(handle)
+        raise
 
 
 class KeptEngine:
@@ -132,11 +243,18 @@ class KeptEngine:
     """
 
     def __init__(
-        self, data_dir: Path, open_client: Callable[[], Client], wait_seconds: float
+        self,
+        data_dir: Path,
+        open_client: Callable[[], Client],
+        wait_seconds: float,
+        log: WaitLog | None = None,
+        run_id: str = "",
     ) -> None:
         self.data_dir = data_dir
         self.open_client = open_client
         self.wait_seconds = wait_seconds
+        self.log = log
+        self.run_id = run_id
         self._turn = threading.Lock()
         self._handle: IO[str] | None = None
         self._client: Client | None = None
@@ -155,10 +273,14 @@ class KeptEngine:
             raise EngineBusyError(f"embedded ClickHouse at {self.data_dir} stayed busy in-process")
         try:
             if self._client is None:
-                with on_phase("engine_lock_wait"):
-                    self._handle = acquire_file_lock(self.data_dir, self.wait_seconds)
-                with on_phase("engine_open"):
-                    self._client = self.open_client()
+                self._client, self._handle = open_engine(
+                    self.data_dir,
+                    self.open_client,
+                    self.wait_seconds,
+                    on_phase,
+                    self.log,
+                    self.run_id,
+                )
             try:
                 yield self._client
             except BaseException:

@@ -1,0 +1,208 @@
+"""Helpers of the fault-injection suite (test_faults_*.py): real CLI processes, real lock
+holders, a fresh instance and engine per test; processes are killed for real (SIGKILL)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atlas_dagster.tenants import Tenant, load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
+
+CLI = str(Path(sys.executable).parent / "atlas-dagster")
+
+# Holds the engine's file lock (as another atlas-dagster process would), naming itself run
+# "holder". Each pid written to <control>/pass-<i> is let through once (a `load` checks the
+# engine in its main thread before its run starts); then the holder takes the engine back while
+# that process's run goes on and waits for it.
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from atlas_dagster.resources.embedded_engine import (
+        acquire_file_lock, other_waiters, release_file_lock,
+    )
+    data_dir, control = Path(sys.argv[1]), Path(sys.argv[2])
+    handle = acquire_file_lock(data_dir, 60, run_id="holder")
+    print("held", flush=True)
+    for index in range(1000):
+        order = control / f"pass-{index}"
+        while not order.exists():
+            time.sleep(0.01)
+        pid = order.read_text().strip()
+        entry = None
+        while entry is None:
+            entry = next((w for w in other_waiters(data_dir) if w.startswith(pid + "-")), None)
+            time.sleep(0.005)
+        release_file_lock(handle)
+        while entry in other_waiters(data_dir):
+            time.sleep(0.005)
+        handle = acquire_file_lock(data_dir, 60, run_id="holder")
+        print("retaken", flush=True)
+    """
+)
+
+
+# Holds the chDB data directory with a raw chDB session, outside atlas-dagster's lock.
+RAW_CHDB_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    import chdb.session
+    session = chdb.session.Session(sys.argv[1])
+    session.query("SELECT 1")
+    print("held", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@dataclass
+class Process:
+    """A child process whose combined output is collected line by line."""
+
+    popen: subprocess.Popen
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if predicate(line):
+                    return line
+            if self.popen.poll() is not None and not any(predicate(x) for x in self.lines):
+                time.sleep(0.2)  # the reader may still be draining the pipe
+                if not any(predicate(x) for x in self.lines):
+                    break
+            time.sleep(0.05)
+        raise AssertionError(f"pid {self.pid}: expected line not seen; output:\n{self.output}")
+
+    def finish(self, timeout: float = 300.0) -> int:
+        code = self.popen.wait(timeout=timeout)
+        time.sleep(0.2)
+        return code
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=30)
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path | None = None) -> Process:
+    popen = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+    return Process(popen)
+
+
+def python(script: str, *args: str, env: dict[str, str] | None = None) -> Process:
+    return start([sys.executable, "-c", script, *args], env or dict(os.environ))
+
+
+def cli(*args: str, env: dict[str, str]) -> Process:
+    return start([CLI, *args], env)
+
+
+@dataclass
+class FaultSite:
+    """A fresh tenant, engine, Dagster instance and tenants file under one temp folder."""
+
+    work: Path
+    tenant: Tenant
+    env: dict[str, str]
+
+    @property
+    def dsn(self) -> str:
+        return self.env["ATLAS_CLICKHOUSE_DSN"]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.dsn[len("chdb://") :])
+
+    @property
+    def home(self) -> Path:
+        return Path(self.env["DAGSTER_HOME"])
+
+    def load(self, day: dt.date, domain: str = "casino") -> Process:
+        tenant = self.tenant
+        return cli(
+            "load",
+            "--org",
+            tenant.organization_id,
+            "--brand",
+            tenant.brand_id,
+            "--domains",
+            domain,
+            "--start",
+            day.isoformat(),
+            "--end",
+            day.isoformat(),
+            env=self.env,
+        )
+
+
+def fault_site(
+    work: Path,
+    org: str,
+    start: dt.date,
+    end: dt.date,
+    domains: tuple[str, ...] = ("casino",),
+    s3: dict | None = None,
+    source: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> FaultSite:
+    entry = {
+        "organization_id": org,
+        "brand_id": "main",
+        "source": source or f"file://{work / 'exports'}",
+        "start_date": start.isoformat(),
+        "end_date": end.isoformat(),
+        "domains": list(domains),
+    }
+    if s3:
+        entry["s3"] = s3
+    tenants_file = write_tenants(work / "tenants.yaml", [entry])
+    [tenant] = load_tenants(tenants_file)
+    home = work / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    # A persistent instance (pools need one) with the project's default pool limit.
+    (home / "dagster.yaml").write_text(
+        "concurrency:\n  pools:\n    default_limit: 3\ntelemetry:\n  enabled: false\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "DAGSTER_"))}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "ATLAS_TENANTS_FILE": str(tenants_file),
+        "ATLAS_CLICKHOUSE_DSN": f"chdb://{work / 'clickhouse'}",
+        **(extra_env or {}),
+    }
+    return FaultSite(work, tenant, env)

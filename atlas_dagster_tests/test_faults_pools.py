@@ -1,0 +1,188 @@
+"""Fault injection: pool slots of killed processes never leak for good, and a waiting INSERT
+says whom it waits on and gives up at its bound."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus
+from dagster._core.test_utils import create_run_for_test
+
+from atlas_dagster.orchestration.pools import (
+    INSERT_POOL,
+    SlotWaitTimeout,
+    claims,
+    insert_slot,
+    reclaim_dead_claims,
+)
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster_tests.bulk_exports import write_bulk_day
+from atlas_dagster_tests.faults_support import LOCK_HOLDER, fault_site, python
+
+pytestmark = pytest.mark.slow  # real engine processes, kills and servers
+
+LEAK_DAYS = (dt.date(2026, 11, 3), dt.date(2026, 11, 4))
+KILLED_DAY = dt.date(2026, 11, 5)
+KILLED_DAY_ROWS = 2_000_000  # an INSERT of a few seconds, to be killed in its middle
+
+
+class Lines:
+    """A WaitLog that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str) -> None:
+        self.lines.append(msg)
+
+    warning = info
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
+                          capture_output=True, check=True)
+    return int(done.stdout)
+
+
+def test_claims_of_dead_processes_and_ended_or_unknown_runs_are_freed(tmp_path: Path) -> None:
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 3)
+        started = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
+        ended = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.SUCCESS)
+        import socket
+
+        dead_worker = f"{socket.gethostname()}:{_dead_pid()}:1"
+        storage = instance.event_log_storage
+        for run_id, step in (
+            (started.run_id, f"raw_events[casino|a]@{dead_worker}"),  # its process is gone
+            (ended.run_id, "raw_events[casino|b]@elsewhere:1:1"),  # its run ended
+            ("no-such-run", "raw_events[casino|c]@elsewhere:1:1"),  # unknown to the instance
+        ):
+            assert storage.claim_concurrency_slot(INSERT_POOL, run_id, step).is_claimed
+        log = Lines()
+        freed = reclaim_dead_claims(instance, INSERT_POOL, log)
+        assert len(freed) == 3, freed
+        assert claims(instance, INSERT_POOL) == []
+        assert "is gone" in str(log) and "its run ended (SUCCESS)" in str(log)
+        assert "unknown to this Dagster instance" in str(log)
+        # The run whose process died can never finish: it is reported failed, not left STARTED.
+        assert instance.get_run_by_id(started.run_id).status == DagsterRunStatus.FAILURE
+
+
+def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("ATLAS_SLOT_WAIT_SECONDS", "3")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        holder = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
+        log = Lines()
+        started = time.monotonic()
+        with insert_slot(instance, holder.run_id, "raw_events[casino|held]", 1, threading.Event()):
+            with pytest.raises(SlotWaitTimeout) as raised:
+                with insert_slot(
+                    instance, "run-b", "raw_events[casino|waiting]", 2, threading.Event(), log
+                ):
+                    pass
+        waited = time.monotonic() - started
+    assert 3 <= waited < 15
+    assert f"run {holder.run_id} (STARTED) step raw_events[casino|held]" in str(raised.value)
+    assert f"waiting for a slot of pool {INSERT_POOL} for raw_events[casino|waiting]" in str(log)
+    assert holder.run_id in str(log)  # the report names who holds the slot
+
+
+def _leak_while_waiting_for_the_engine(
+    site, day: dt.date, instance: DagsterInstance, index: int
+) -> str:
+    """A `load` whose run took a slot and waits for the engine, SIGKILLed there."""
+    load = site.load(day)
+    (site.work / f"pass-{index}").write_text(str(load.pid))  # the holder lets its check pass
+    load.wait_for(lambda line: "waiting for embedded ClickHouse" in line and "holder" in line)
+    deadline = time.monotonic() + 60
+    while not any(c.claimed for c in claims(instance, INSERT_POOL) if str(load.pid) in c.step_key):
+        assert time.monotonic() < deadline, load.output
+        time.sleep(0.1)
+    load.kill()
+    return load.output
+
+
+def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
+    tmp_path: Path,
+) -> None:
+    site = fault_site(tmp_path, "leaks", LEAK_DAYS[0], KILLED_DAY)
+    for day in LEAK_DAYS:
+        write_bulk_day(site.tenant, "casino", day, 1000)
+    write_bulk_day(site.tenant, "casino", KILLED_DAY, KILLED_DAY_ROWS)
+    clickhouse = ClickHouseResource(dsn=site.dsn, lock_wait_seconds=60)
+    with clickhouse.session() as client:  # the schema up front, so the killed INSERT starts soon
+        from atlas_dagster.resources.clickhouse import apply_schema
+
+        apply_schema(client)
+
+    with DagsterInstance.from_config(str(site.home)) as instance:
+        # Leaks 1 and 2: runs killed while waiting for the engine (no backfill_log row yet).
+        holder = python(LOCK_HOLDER, str(site.data_dir), str(site.work), env=site.env)
+        holder.wait_for(lambda line: line == "held")
+        for index, day in enumerate(LEAK_DAYS):
+            output = _leak_while_waiting_for_the_engine(site, day, instance, index)
+            # The wait was visible in the run's log, naming the holder's process and run.
+            assert f":{holder.pid}:" in output and "(Dagster run holder)" in output, output
+        holder.kill()
+
+        # Leak 3: a run killed in the middle of its INSERT ('running' left in backfill_log).
+        killed = site.load(KILLED_DAY)
+        killed.wait_for(lambda line: "INSERT started" in line)
+        time.sleep(2.0)  # the day logs 'running', clears, and its INSERT runs
+        killed.kill()
+        with clickhouse.session() as client:  # what the killed INSERT left behind
+            assert _day_state(client) == ("running", 0), _day_state(client)
+        leaked = [c for c in claims(instance, INSERT_POOL) if c.claimed]
+        assert len(leaked) == 3, leaked  # every slot of the pool (limit 3) held by the dead
+
+        # The re-run, before any sweep and with no daemon: it frees the dead claims and loads.
+        rerun = site.load(KILLED_DAY)
+        assert rerun.finish(timeout=300) == 0, rerun.output
+        output = rerun.output
+        assert f"waiting for a slot of pool {INSERT_POOL}" in output, output
+        assert output.count(f"freed a slot of pool {INSERT_POOL}") == 3, output
+        assert "is gone" in output
+        # Its sweep (no daemon here) marked the killed attempt's 'running' day failed first.
+        assert f"casino {KILLED_DAY} marked failed: stale:" in output, output
+        leaked_runs = {c.run_id for c in leaked}
+        statuses = {instance.get_run_by_id(r).status for r in leaked_runs}
+        assert statuses == {DagsterRunStatus.FAILURE}, statuses  # not left STARTED forever
+        assert [c for c in claims(instance, INSERT_POOL) if c.claimed] == []
+
+    with clickhouse.session() as client:
+        row = client.query(
+            "SELECT status, rows_loaded, attempt FROM atlas.backfill_log FINAL "
+            "WHERE organization_id = 'leaks' AND partition_date = {d:Date}",
+            parameters={"d": KILLED_DAY},
+        ).result_rows
+        raw = _day_state(client)[1]
+    assert row == [("completed", KILLED_DAY_ROWS, 2)], row  # the killed attempt, then this one
+    assert raw == KILLED_DAY_ROWS  # exactly the export's rows: nothing of the killed INSERT
+
+
+def _day_state(client) -> tuple[str, int]:
+    """(the killed day's log status, its rows in the raw table)."""
+    status = client.command(
+        "SELECT status FROM atlas.backfill_log FINAL "
+        "WHERE organization_id = 'leaks' AND partition_date = {d:Date}",
+        parameters={"d": KILLED_DAY},
+    )
+    rows = client.command(
+        "SELECT count() FROM atlas.tbt_raw_events_casino FINAL "
+        "WHERE organization_id = 'leaks' AND event_date = {d:Date}",
+        parameters={"d": KILLED_DAY},
+    )
+    return status, int(rows)
