@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # The checkout is the demo's deployment directory: tenants.yaml here, state under .atlas/.
 export ATLAS_HOME ?= $(CURDIR)
-# make bench runs both benchmarks; BENCH=load or BENCH=backfill picks one, *_ARGS pass flags
+# make bench runs load and backfill; BENCH=load, backfill or fleet picks one, *_ARGS pass flags
 # (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
@@ -15,6 +15,11 @@ PYTEST_ARGS ?=
 # make turns every failing status into 2: say it when pytest's was 5 (no tests collected).
 PYTEST = $(BIN)/pytest -q $(PYTEST_ARGS)
 NO_TESTS_IS_FAILURE = || { status=$$?; [ $$status -ne 5 ] || echo "pytest collected no tests: a failure" >&2; exit $$status; }
+# make bench BENCH=fleet: sensors and gold automation at 40/100/200 tenants x 3 years on the real
+# daemon (bench/bench_fleet.py; BENCH_FLEET_ARGS="--tenants 100 --reference 0" for one size), then
+# the fleet backfill, status and verify on SQLite and PostgreSQL (bench/bench_fleet_backfill.py).
+BENCH_FLEET_ARGS ?=
+BENCH_FLEET_BACKFILL_ARGS ?=
 
 .PHONY: install system-deps demo dev test test-fast lint bench clean
 
@@ -60,6 +65,8 @@ test-fast: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
+	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
+	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home

@@ -53,6 +53,14 @@ def stale_sweep_seconds() -> int:
     )
 
 
+def automation_interval_seconds() -> int:
+    """How often the gold automation sensor ticks (ATLAS_AUTOMATION_SECONDS, default 30): gold
+    of a landed tenant-day is requested within two ticks."""
+    return _int_setting(
+        "ATLAS_AUTOMATION_SECONDS", 30, 5, 3_600, "seconds between two gold automation ticks"
+    )
+
+
 def slot_wait_seconds() -> int:
     """ATLAS_SLOT_WAIT_SECONDS: the longest an INSERT waits for a slot of the pool (default 6 h).
 

@@ -21,6 +21,8 @@ class InsertInterval:
     insert_seconds: float
     rows_loaded: int
     phases: dict[str, Any] = field(default_factory=dict)  # the load_phases metadata
+    dispatched_at: float | None = None  # when the run's scheduler handed the day to a worker
+    settled_at: float | None = None  # when the run's scheduler counted the day done
 
 
 def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[InsertInterval]:
@@ -48,12 +50,18 @@ def insert_intervals(instance: DagsterInstance, run_ids: Iterable[str]) -> list[
                         float(metadata["insert_seconds"].value),
                         int(metadata["rows_loaded"].value),
                         metadata["load_phases"].value if "load_phases" in metadata else {},
+                        _optional_time(metadata, "dispatched_at"),
+                        _optional_time(metadata, "settled_at"),
                     )
                 )
             if not page.has_more:
                 break
             cursor = page.cursor
     return sorted(intervals, key=lambda i: i.started_at)
+
+
+def _optional_time(metadata, name: str) -> float | None:
+    return float(metadata[name].value) if name in metadata else None
 
 
 def first_event_times(

@@ -8,7 +8,7 @@ import pytest
 from dagster import AssetKey, AutomationCondition, EnvVar
 
 from atlas_dagster.definitions import build_definitions
-from atlas_dagster.orchestration.automation import TenantRawIdle
+from atlas_dagster.orchestration.automation import GoldAfterRaw
 from atlas_dagster_tests.dagster_stack import write_tenants
 
 SERVER_DSN = "http://atlas:s3cret-pw@127.0.0.1:8123"
@@ -37,10 +37,10 @@ def deployment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _waits_for_raw_runs(condition: AutomationCondition) -> bool:
-    """Whether the condition holds TenantRawIdle: gold's embedded-mode shape."""
-    return isinstance(condition, TenantRawIdle) or any(
-        _waits_for_raw_runs(child) for child in condition.children
-    )
+    """Whether gold waits for its tenant's whole raw run: its embedded-mode shape."""
+    if isinstance(condition, GoldAfterRaw):
+        return condition._embedded
+    return any(_waits_for_raw_runs(child) for child in condition.children)
 
 
 def _gold_condition(defs) -> AutomationCondition:

@@ -178,20 +178,25 @@ def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> Non
     assert checks == {(k, RECONCILES_RAW) for k in gold}
 
 
-def _start_raw_run(instance: DagsterInstance, partition_key: str):
-    """A run that planned a raw day and has not landed it yet: the day is in progress."""
-    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+def _start_raw_run(instance: DagsterInstance, first: str, last: str | None = None):
+    """A raw run queued or running over a partition range, as a backfill launches it."""
     from dagster._core.storage.dagster_run import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    run = create_run_for_test(instance, job_name="raw_backfill", status=DagsterRunStatus.STARTED)
-    planned = DagsterEvent.build_asset_materialization_planned_event(
-        "raw_backfill",
-        "raw_events",
-        AssetMaterializationPlannedData(AssetKey("tbt_raw_events_casino"), partition=partition_key),
+    if last is None:
+        tags = {"dagster/partition": first}
+    else:
+        tags = {
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        }
+    return create_run_for_test(
+        instance,
+        job_name="__ASSET_JOB",
+        status=DagsterRunStatus.STARTED,
+        asset_selection=frozenset({AssetKey("tbt_raw_events_casino")}),
+        tags=tags,
     )
-    instance.report_dagster_event(planned, run_id=run.run_id)
-    return run
 
 
 def test_in_embedded_mode_a_tenants_gold_waits_while_its_raw_is_loading(
@@ -207,3 +212,117 @@ def test_in_embedded_mode_a_tenants_gold_waits_while_its_raw_is_loading(
         assert requested["gold_ggr_daily"] == {f"{day(5)}|{other.key}"}
         instance.report_run_canceled(run)  # the raw run is over
         assert sensor.tick()["gold_ggr_daily"] == {f"{day(5)}|{loading.key}"}
+
+
+def test_against_a_server_gold_fills_in_day_by_day_while_the_raw_run_goes_on(
+    clickhouse, make_tenant, monkeypatch
+) -> None:
+    tenant = make_tenant(("casino",))
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", "http://127.0.0.1:8123")  # server-mode condition
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        monkeypatch.undo()
+        run = _start_raw_run(instance, f"{day(3)}|{tenant.key}", f"{day(5)}|{tenant.key}")
+        sensor.land(tenant, "casino", day(5))  # the run's newest day landed, 3 and 4 loading
+        assert sensor.tick() == {
+            "gold_ggr_daily": {f"{day(5)}|{tenant.key}"},
+            "gold_users_daily": {f"{day(5)}|{tenant.key}"},
+        }
+        assert sensor.tick() == {}
+        instance.report_run_canceled(run)
+
+
+def test_a_reload_in_progress_holds_gold_until_the_day_lands_again(
+    clickhouse, make_tenant, monkeypatch
+) -> None:
+    tenant = make_tenant(("casino",))
+    key = f"{day(4)}|{tenant.key}"
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", "http://127.0.0.1:8123")
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        monkeypatch.undo()
+        sensor.land(tenant, "casino", day(4))
+        run = _start_raw_run(instance, key)  # the day is being re-loaded before the tick
+        assert sensor.tick() == {}  # landed once, but loading again: not requested
+        assert sensor.tick() == {}
+        sensor.land(tenant, "casino", day(4))  # the re-load landed
+        instance.report_run_canceled(run)
+        assert sensor.tick() == {"gold_ggr_daily": {key}, "gold_users_daily": {key}}
+        assert sensor.tick() == {}
+
+
+def test_a_day_years_back_is_requested_on_a_three_year_fleet(clickhouse, make_tenant) -> None:
+    """History-wide: nothing limits automation to the latest days of the partitions."""
+    start, end = dt.date(2023, 12, 1), dt.date(2026, 11, 30)
+    tenants = [make_tenant(("casino",), start=start, end=end) for _ in range(5)]
+    old = dt.date(2024, 1, 15)
+    key = f"{old}|{tenants[2].key}"
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, tenants, instance)
+        assert sensor.tick() == {}
+        sensor.land(tenants[2], "casino", old)
+        assert sensor.tick() == {"gold_ggr_daily": {key}, "gold_users_daily": {key}}
+        assert sensor.tick() == {}
+
+
+def test_gold_refreshed_after_its_raw_is_not_requested_again(clickhouse, make_tenant) -> None:
+    """A first evaluation over history (a new deployment of the sensor) requests only the
+    tenant-days whose gold is missing or older than their raw: no storm."""
+    tenant = make_tenant(("casino",))
+    stale, fresh = f"{day(2)}|{tenant.key}", f"{day(3)}|{tenant.key}"
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        for n in (2, 3):
+            sensor.land(tenant, "casino", day(n))
+        for name in ("gold_ggr_daily", "gold_users_daily"):
+            instance.report_runless_asset_event(AssetMaterialization(name, partition=fresh))
+        assert sensor.tick() == {"gold_ggr_daily": {stale}, "gold_users_daily": {stale}}
+        assert sensor.tick() == {}
+
+
+def test_adding_a_tenant_changes_the_meaning_of_nothing_already_loaded(
+    clickhouse, make_tenant
+) -> None:
+    """tenants.yaml gains a client (here with an earlier start, so the date dimension grows
+    too) and the definitions are reloaded: the loaded tenant's partition keys, materializations
+    and check results keep their meaning, and none of its gold is requested again."""
+    from dagster import AssetCheckEvaluation, AssetCheckKey
+
+    first = make_tenant(start=day(1), end=day(7))
+    added = make_tenant(("casino",), start=dt.date(2026, 6, 1), end=day(7))
+    key = f"{day(3)}|{first.key}"
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [first], instance)
+        for domain in ("user", "casino", "transactions", "sportsbook"):
+            sensor.land(first, domain, day(3))
+        requested = sensor.tick()
+        assert requested["gold_ggr_daily"] == {key}
+        for name in GOLD_TABLES:  # what those gold runs would record
+            instance.report_runless_asset_event(AssetMaterialization(name, partition=key))
+            instance.report_runless_asset_event(
+                AssetCheckEvaluation(
+                    asset_key=AssetKey(name), check_name=RECONCILES_RAW, passed=True, partition=key
+                )
+            )
+        before = {
+            name: instance.get_materialized_partitions(AssetKey(name))
+            for name in (*GOLD_TABLES, "tbt_raw_events_casino")
+        }
+
+        reloaded = Sensor(clickhouse, [first, added], instance)  # "Reload definitions"
+        reloaded.cursor = sensor.cursor
+        assert reloaded.tick() == {}  # no re-request storm for the loaded tenant
+        graph = reloaded.defs.resolve_asset_graph()
+        for name, partitions in before.items():
+            assert instance.get_materialized_partitions(AssetKey(name)) == partitions
+            partitions_def = graph.get(AssetKey(name)).partitions_def
+            assert all(partitions_def.has_partition_key(k) for k in partitions)
+        check = AssetCheckKey(AssetKey("gold_ggr_daily"), RECONCILES_RAW)
+        [execution] = instance.event_log_storage.get_asset_check_execution_history(check, 5)
+        assert (execution.partition, execution.status.value) == (key, "SUCCEEDED")
+        assert graph.get_check_spec(check).partitions_def.has_partition_key(key)
+
+        reloaded.land(added, "casino", day(3))  # the new client's own days flow as usual
+        new_key = f"{day(3)}|{added.key}"
+        assert reloaded.tick() == {"gold_ggr_daily": {new_key}, "gold_users_daily": {new_key}}
+        assert reloaded.tick() == {}

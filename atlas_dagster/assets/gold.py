@@ -15,7 +15,6 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     AssetSpec,
-    AutomationCondition,
     BackfillPolicy,
     BetaWarning,
     DimensionPartitionMapping,
@@ -193,7 +192,7 @@ def gold_asset(
     tenants: Sequence[Tenant],
     partitions_def: MultiPartitionsDefinition,
     lookback_days: int,
-    automation_condition: AutomationCondition,
+    embedded: bool,
 ) -> AssetsDefinition:
     with warnings.catch_warnings():
         # A partitioned check is what lets each tenant-day carry its own check result.
@@ -218,7 +217,9 @@ def gold_asset(
                 group_name=GOLD_GROUP,
                 kinds={"clickhouse"},
                 description=f"{table.description} Read with FINAL.",
-                automation_condition=automation_condition,
+                automation_condition=gold_automation_condition(
+                    table, tenants, lookback_days, embedded
+                ),
             )
         ],
         check_specs=[check_spec],
@@ -250,9 +251,8 @@ def gold_assets(
             f"the liability lookback must be a positive number of days, not {lookback}"
         )
     # Embedded: gold replays would share the one engine with the raw INSERTs.
-    condition = gold_automation_condition(tenants, embedded=embedded)
     return [
-        gold_asset(table, tenants, partitions_def, lookback, condition)
+        gold_asset(table, tenants, partitions_def, lookback, embedded)
         for table in GOLD_TABLES.values()
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -122,19 +123,51 @@ def session_outcomes(
         return day_outcomes(client, tenant, domain, day, parquet_rows, validation_error, files)
 
 
-def outcomes_from_scratch(
+def _export_state(
     clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date
-) -> list[CheckOutcome]:
-    """The three checks without loading: re-reads the log, the raw table and the footers."""
-    parquet_rows: int | None = None
-    validation_error: str | None = None
-    files = 0
+) -> tuple[int, int | None, str | None]:
+    """(files, Parquet rows or None, validation error or None) of the day's export, re-read."""
     try:
         source = ExportSource(tenant)
         day_export = source.list_day(domain.name, day)
-        files, parquet_rows = len(day_export.files), day_export.num_rows
+    except Exception as exc:  # the check reports the export's problem instead of raising it
+        return 0, None, clickhouse.redact(f"{type(exc).__name__}: {exc}")
+    try:
         check_schema(day_export, domain, tenant, day)
         check_sample(source, day_export, domain, tenant, day)
-    except Exception as exc:  # the check reports the export's problem instead of raising it
-        validation_error = clickhouse.redact(f"{type(exc).__name__}: {exc}")
-    return session_outcomes(clickhouse, tenant, domain, day, parquet_rows, validation_error, files)
+    except Exception as exc:
+        error = clickhouse.redact(f"{type(exc).__name__}: {exc}")
+        return len(day_export.files), day_export.num_rows, error
+    return len(day_export.files), day_export.num_rows, None
+
+
+def window_outcomes(
+    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, days: list[dt.date]
+) -> Iterator[tuple[dt.date, list[CheckOutcome]]]:
+    """The three checks without loading, for days of one tenant and domain: the log and the raw
+    table are read once for the window (two queries instead of two per day, 36 ms a day on
+    chDB), the exports (footers, validation, sample) day by day."""
+    parameters = {
+        "organization_id": tenant.organization_id,
+        "brand_id": tenant.brand_id,
+        "domain": domain.name,
+        "first_day": min(days),
+        "last_day": max(days),
+    }
+    with clickhouse.session() as client:
+        log_rows = {
+            row.pop("partition_date"): row
+            for row in query_rows(client, sql.query("log_rows_window"), parameters)
+        }
+        counts = query_rows(
+            client, sql.query("count_days", raw_table=domain.raw_table), parameters
+        )
+    events = {row["partition_date"]: int(row["events"]) for row in counts}
+    for day in days:
+        files, parquet_rows, validation_error = _export_state(clickhouse, tenant, domain, day)
+        log_row = log_rows.get(day, {})
+        yield day, [
+            log_completed(log_row),
+            rows_reconcile(log_row, events.get(day, 0), parquet_rows),
+            schema_conformance(validation_error, files),
+        ]

@@ -15,13 +15,15 @@ from atlas_dagster.orchestration.backfill_plan import (
     BackfillPlan,
     DaySize,
     Estimate,
+    FleetPlan,
+    build_fleet_plan,
     build_plan,
     estimate_duration,
     export_sizes,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import tenants_file
-from atlas_dagster.tenants import Tenant, load_tenants, tenant_by_key
+from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 
 WAIT_POLL_SECONDS = 2.0
 
@@ -100,7 +102,47 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         )
 
 
+def print_fleet_plan(plan: FleetPlan) -> None:
+    total = sum(plan.tenant_days(t) for t in plan.tenants)
+    print(
+        f"fleet plan: {len(plan.tenants)} tenant(s), {plan.start}..{plan.end}, "
+        f"{', '.join(d.name for d in plan.domains)}: {total} tenant-day-domain(s) in one order, "
+        "newest day first across the fleet (every tenant's day before anyone's older day), "
+        "each tenant ramping up on its own newest days"
+    )
+    for tenant in plan.tenants:
+        print(f"  {tenant.key:40}  {plan.tenant_days(tenant):>7} tenant-day-domain(s)")
+
+
+def run_fleet_backfill(args: argparse.Namespace) -> int:
+    """One asset backfill of every tenant's days, as the UI's Materialize… over the whole range:
+    its first run loads the whole fleet in one order (see run_coordinator.fleet_tags)."""
+    if args.only_missing or args.only_failed:
+        raise TenantConfigError(
+            "--only-missing / --only-failed select scattered days of one tenant: run them per "
+            "tenant with --org/--brand (a fleet backfill loads the whole window)"
+        )
+    domains = args.domains.split(",") if args.domains else None
+    plan = build_fleet_plan(load_tenants(tenants_file()), domains, args.start, args.end)
+    print_fleet_plan(plan)
+    if args.dry_run:
+        return 0
+    api = DagsterApi(args.url)
+    selection = {d.raw_table: [plan.partition_range] for d in plan.domains}
+    window = f"{plan.start}..{plan.end}"
+    backfill_id = api.launch_backfill(selection, f"fleet {window}", {"atlas/fleet": window})
+    print(f"launched backfill {backfill_id}: {len(plan.tenants)} tenant(s), newest day first")
+    print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
+    return wait_for(api, backfill_id) if args.wait else 0
+
+
 def run_backfill(args: argparse.Namespace) -> int:
+    if args.all_tenants:
+        if args.org or args.brand:
+            raise TenantConfigError("--all-tenants takes every tenant: drop --org/--brand")
+        return run_fleet_backfill(args)
+    if not (args.org and args.brand):
+        raise TenantConfigError("name a tenant with --org and --brand, or pass --all-tenants")
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
@@ -173,9 +215,18 @@ def run_load(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-def window_arguments(command: argparse.ArgumentParser, selections: bool = True) -> None:
-    command.add_argument("--org", required=True)
-    command.add_argument("--brand", required=True)
+def window_arguments(
+    command: argparse.ArgumentParser, selections: bool = True, fleet: bool = False
+) -> None:
+    """--org/--brand name the tenant; with `fleet`, --all-tenants may replace them."""
+    command.add_argument("--org", required=not fleet)
+    command.add_argument("--brand", required=not fleet)
+    if fleet:
+        command.add_argument(
+            "--all-tenants",
+            action="store_true",
+            help="every tenant of the tenants file in one run, newest day first across the fleet",
+        )
     command.add_argument("--domains", help="comma-separated (default: the tenant's domains)")
     command.add_argument("--start", type=_date, help="oldest day (default: the tenant's start)")
     command.add_argument("--end", type=_date, help="newest day (default: the tenant's last day)")
@@ -196,7 +247,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "backfill",
         help="launch a backfill of a tenant's raw days through the running Dagster instance",
     )
-    window_arguments(backfill)
+    window_arguments(backfill, fleet=True)
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, launch nothing")
     backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
     backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")

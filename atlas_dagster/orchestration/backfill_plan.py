@@ -1,4 +1,5 @@
-"""What a tenant's backfill will load: the days × domains to run, newest first, and their size."""
+"""What a backfill will load: a tenant's days × domains newest first and their size, or a fleet's
+rectangle of dates × tenants (one ranged run)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from atlas_dagster import sql
-from atlas_dagster.domains import Domain, get_domain
+from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.settings import parallel_inserts, ramp_up_days
@@ -62,6 +63,56 @@ def resolve_domains(tenant: Tenant, names: list[str] | None) -> list[Domain]:
             f"tenant {tenant.key} does not list {unlisted} (it lists {list(tenant.domains)})"
         )
     return domains
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Every tenant's days of one date window, as one ranged run over dates × tenants.
+
+    The tenants are the partitions' tenant dimension in tenants.yaml order, so the first and last
+    tenant bound a range holding all of them; days outside a tenant's window are skipped by the
+    run, not failed.
+    """
+
+    tenants: list[Tenant]
+    domains: list[Domain]
+    start: dt.date
+    end: dt.date
+
+    @property
+    def partition_range(self) -> tuple[str, str]:
+        first, last = self.tenants[0].key, self.tenants[-1].key
+        return f"{self.start.isoformat()}|{first}", f"{self.end.isoformat()}|{last}"
+
+    def tenant_days(self, tenant: Tenant) -> int:
+        """The tenant's day-domains inside the window (what the run loads for it)."""
+        first, last = max(self.start, tenant.start_date), min(self.end, tenant.last_date())
+        days = max(0, (last - first).days + 1)
+        return days * sum(1 for d in self.domains if d.name in tenant.domains)
+
+
+def build_fleet_plan(
+    tenants: list[Tenant],
+    domain_names: list[str] | None,
+    start: dt.date | None,
+    end: dt.date | None,
+) -> FleetPlan:
+    if not tenants:
+        raise TenantConfigError("the tenants file lists no tenant")
+    first = start or min(t.start_date for t in tenants)
+    last = end or max(t.last_date() for t in tenants)
+    if first > last:
+        raise TenantConfigError(f"--start {first} is after --end {last}")
+    listed = {name for t in tenants for name in t.domains}
+    domains = (
+        [get_domain(n) for n in domain_names]
+        if domain_names
+        else [d for d in DOMAINS.values() if d.name in listed]
+    )
+    unlisted = [d.name for d in domains if d.name not in listed]
+    if unlisted:
+        raise TenantConfigError(f"no tenant lists {unlisted}")
+    return FleetPlan(tenants, domains, first, last)
 
 
 def _day_states(

@@ -26,10 +26,11 @@ from dagster import (
 from atlas_dagster.checks.raw import (
     RAW_CHECK_NAMES,
     day_outcomes,
-    outcomes_from_scratch,
     session_outcomes,
+    window_outcomes,
 )
 from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
+from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading.inbound import (
     DayLoad,
@@ -48,6 +49,11 @@ from atlas_dagster.orchestration.pools import (
     day_priority,
     ensure_insert_pool,
     insert_slot,
+)
+from atlas_dagster.orchestration.run_coordinator import (
+    COVERED_BY_TAG,
+    FLEET_LEADER_TAG,
+    fleet_partition_keys,
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
@@ -85,6 +91,10 @@ class RawResult:
     load: DayLoad | None = None
     error: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
+    # When the scheduler handed the day to a worker, and when it counted the day done (its
+    # tenant's next day could be dispatched from then on): the fleet order is judged from them.
+    dispatched_at: float = field(default_factory=time.time)
+    settled_at: float | None = None
     insert_started_at: float | None = None
     insert_finished_at: float | None = None
     progress: dict[str, MetadataValue] = field(default_factory=dict)
@@ -100,11 +110,20 @@ def domains_by_key(keys: set[AssetKey]) -> list[Domain]:
 
 def plan_works(
     tenants: list[Tenant], domains: list[Domain], partition_keys: list[str]
-) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]]]:
-    """Works in order (newest day, tenant, domain), and (work, partition, reason) refused ones."""
+) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]], int]:
+    """Works in order (newest day, tenant, domain), (work, partition, reason) refused ones, and
+    how many were skipped.
+
+    A range over several tenants (a fleet run) is a rectangle of dates × tenants, so it covers
+    days outside some tenants' windows or domains they do not list: those are skipped, not
+    failed. A run of one tenant names its days explicitly: they are refused.
+    """
     works: list[RawWork] = []
     refused: list[tuple[RawWork | None, str, str]] = []
-    for tenant_day in tenant_days_newest_first(partition_keys):
+    skipped = 0
+    tenant_days = tenant_days_newest_first(partition_keys)
+    fleet = len({d.tenant_key for d in tenant_days}) > 1
+    for tenant_day in tenant_days:
         try:
             tenant = tenant_by_key(tenants, tenant_day.tenant_key)
         except TenantConfigError as exc:
@@ -115,10 +134,13 @@ def plan_works(
             try:
                 check_scope(tenant, domain, tenant_day.partition_date)
             except PartitionOutOfScope as exc:
-                refused.append((work, tenant_day.partition_key, str(exc)))
+                if fleet:
+                    skipped += 1
+                else:
+                    refused.append((work, tenant_day.partition_key, str(exc)))
                 continue
             works.append(work)
-    return works, refused
+    return works, refused, skipped
 
 
 class RawRun:
@@ -141,7 +163,14 @@ class RawRun:
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
-        partition_keys = list(context.partition_keys)
+        covered_by = context.run.tags.get(COVERED_BY_TAG)
+        if covered_by:
+            context.log.info(
+                f"this fleet backfill's days load in run {covered_by}, which orders every "
+                "tenant's days newest first: nothing to do here"
+            )
+            return
+        partition_keys = self._partition_keys()
         loading = domains_by_key(set(context.selected_asset_keys))
         checking_only = [
             d
@@ -161,10 +190,28 @@ class RawRun:
                 metadata={"failed": MetadataValue.json(self.failed)},
             )
 
+    def _partition_keys(self) -> list[str]:
+        """The run's own range, or for a fleet backfill's leader the whole backfill's target."""
+        tags = self.context.run.tags
+        if FLEET_LEADER_TAG not in tags or BACKFILL_ID_TAG not in tags:
+            return list(self.context.partition_keys)
+        by_asset = fleet_partition_keys(self.context.instance, tags[BACKFILL_ID_TAG])
+        keys = sorted({k for a in self.context.selected_asset_keys for k in by_asset.get(a, [])})
+        self.context.log.info(
+            f"fleet backfill: loading all {len(keys)} tenant-day(s) of backfill "
+            f"{tags[BACKFILL_ID_TAG]} in this run, newest day first across the tenants"
+        )
+        return keys
+
     def _load(
         self, domains: list[Domain], partition_keys: list[str]
     ) -> Iterator[AssetMaterialization]:
-        works, refused = plan_works(self.tenants, domains, partition_keys)
+        works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
+        if skipped:
+            self.context.log.info(
+                f"skipped {skipped} tenant-day(s) of this fleet range outside their tenant's "
+                "window or domains"
+            )
         for work, partition_key, reason in refused:
             self.context.log.error(f"refused {partition_key}: {reason}")
             label = work.label if work else partition_key
@@ -287,6 +334,7 @@ class RawRun:
                 self.context.log.warning(f"KILL QUERY {query_id} failed: {exc}")
 
     def _report(self, result: RawResult) -> Iterator[AssetMaterialization]:
+        result.settled_at = time.time()
         work = result.work
         self._report_checks(work, result.checks)
         if result.load is None:
@@ -310,18 +358,23 @@ class RawRun:
                 self.context.log_event(to_evaluation(work.asset_key, work.partition_key, outcome))
 
     def _verify(self, domains: list[Domain], partition_keys: list[str]) -> None:
-        works, refused = plan_works(self.tenants, domains, partition_keys)
+        works, refused, _ = plan_works(self.tenants, domains, partition_keys)
         for work, _, reason in refused:
             if work is not None:
                 self._report_checks(
                     work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
                 )
+        lanes: dict[tuple[str, str], list[RawWork]] = {}
+        for work in works:
+            lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
         with self.clickhouse.kept_open():
-            for work in works:
-                outcomes = outcomes_from_scratch(
-                    self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date
-                )
-                self._report_checks(work, outcomes)
+            for lane in lanes.values():
+                by_day = {w.tenant_day.partition_date: w for w in lane}
+                first = lane[0]
+                for day, outcomes in window_outcomes(
+                    self.clickhouse, first.tenant, first.domain, list(by_day)
+                ):
+                    self._report_checks(by_day[day], outcomes)
 
 
 def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:
@@ -344,6 +397,8 @@ def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
         "s3_path": MetadataValue.path(load.s3_path),
         "duration_seconds": MetadataValue.float(round(load.duration_seconds, 3)),
         "insert_seconds": MetadataValue.float(round(load.insert_seconds, 3)),
+        "dispatched_at": MetadataValue.timestamp(result.dispatched_at),
+        "settled_at": MetadataValue.timestamp(result.settled_at or 0.0),
         "insert_started_at": MetadataValue.timestamp(result.insert_started_at or 0.0),
         "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
         "clickhouse_query_id": MetadataValue.text(load.query_id),

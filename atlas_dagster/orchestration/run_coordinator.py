@@ -5,7 +5,9 @@ the `dagster/priority` tag, then first in, first out. So every run gets a priori
 newest partition date, and a backfill's raw runs are held in the queue until the backfill has
 submitted all of them: only then can the queue pick the newest day first. Runs of one backfill
 that load the same tenant are serialized, so a lane (tenant and domain) split over several runs
-(a re-execution of scattered failed days) still starts its days newest first.
+(a re-execution of scattered failed days) still starts its days newest first. A backfill over
+several tenants (a fleet) is not held: its first raw run loads the whole fleet in one order and
+the others are covered by it (`fleet_tags`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ from atlas_dagster.tenants import load_tenants
 
 HELD_TAG = "atlas/held"
 LANE_GROUP_TAG = "atlas/backfill-lanes"
+# A fleet backfill (raw runs over several tenants): one run loads the whole target, so that one
+# scheduler orders every tenant's days newest first; the others find their days covered by it.
+FLEET_LEADER_TAG = "atlas/fleet-leader"
+COVERED_BY_TAG = "atlas/covered-by"
 RAW_ASSET_KEYS = frozenset(AssetKey(d.raw_table) for d in DOMAINS.values())
 
 # The queue limits that make the tags above work, always in force whatever dagster.yaml says.
@@ -148,6 +154,53 @@ def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> b
     return True
 
 
+def fleet_assets(instance: DagsterInstance, backfill_id: str) -> frozenset[AssetKey] | None:
+    """The raw assets of a backfill over several tenants whose raw assets all target the same
+    partitions (what makes it a fleet), or None."""
+    target = fleet_partition_keys(instance, backfill_id)
+    keysets = {frozenset(keys) for keys in target.values()}
+    if len(keysets) != 1:
+        return None
+    [keys] = keysets
+    return frozenset(target) if len({_tenant_of(k) for k in keys}) > 1 else None
+
+
+def fleet_tags(
+    instance: DagsterInstance, run: DagsterRun, assets: frozenset[AssetKey] | None
+) -> dict[str, str] | None:
+    """The fleet role of a backfill's raw run, or None when the backfill is not a fleet.
+
+    Dagster splits a backfill of more days than tenants into one run per tenant (it groups a
+    multi-partition selection by the dimension with fewer keys), creates them one after the other
+    with a planned event per partition (~1,500 per tenant-year), and a few run at once: run by
+    run, each tenant would load its whole range before the next started. So the first raw run
+    submitted for a fleet backfill leads: it loads the backfill's whole raw target in one order,
+    newest day first across the tenants, and starts at once. The runs submitted after it are
+    covered by it and finish at once. Dagster's bookkeeping follows: a backfill's partition is
+    materialized by any of its runs, and what a covered run leaves without status is marked
+    failed once all runs are done.
+    """
+    backfill_id = run.tags.get(BACKFILL_ID_TAG)
+    if assets is None or not backfill_id or set(run.asset_selection or ()) != assets:
+        return None
+    leaders = instance.get_runs(
+        RunsFilter(tags={BACKFILL_ID_TAG: backfill_id, FLEET_LEADER_TAG: "true"})
+    )
+    if leaders:
+        return {COVERED_BY_TAG: leaders[0].run_id}
+    return {FLEET_LEADER_TAG: "true"}
+
+
+def fleet_partition_keys(instance: DagsterInstance, backfill_id: str) -> dict[AssetKey, list[str]]:
+    """The raw partitions a fleet backfill targets, per asset: what its leader run loads."""
+    target = backfill_target_partitions(instance, backfill_id) or {}
+    return {
+        asset_key: list(subset.get_partition_keys())
+        for asset_key, subset in target.items()
+        if asset_key in RAW_ASSET_KEYS
+    }
+
+
 class AtlasRunCoordinator(QueuedRunCoordinator):
     """QueuedRunCoordinator that tags runs for newest-first dequeueing before enqueueing them."""
 
@@ -155,17 +208,25 @@ class AtlasRunCoordinator(QueuedRunCoordinator):
         limits = list(kwargs.pop("tag_concurrency_limits", None) or [])
         limits += [limit for limit in TAG_CONCURRENCY_LIMITS if limit not in limits]
         super().__init__(*args, tag_concurrency_limits=limits, **kwargs)
+        self._fleet_assets: dict[str, frozenset[AssetKey] | None] = {}
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
-        tags = priority_tags(run) | backfill_tags(run)
-        if tags:
-            coordinator_instance(self).add_run_tags(run.run_id, tags)
-        submitted = super().submit_run(context)
+        instance = coordinator_instance(self)
+        fleet = None
         backfill_id = run.tags.get(BACKFILL_ID_TAG)
+        if backfill_id and loads_raw(run) and run_partition_bounds(run.tags) is not None:
+            if backfill_id not in self._fleet_assets:  # read the backfill's target once
+                self._fleet_assets[backfill_id] = fleet_assets(instance, backfill_id)
+            fleet = fleet_tags(instance, run, self._fleet_assets[backfill_id])
+        # A fleet's runs are not held: the leader orders the whole fleet itself.
+        tags = priority_tags(run) | (fleet if fleet is not None else backfill_tags(run))
+        if tags:
+            instance.add_run_tags(run.run_id, tags)
+        submitted = super().submit_run(context)
         if HELD_TAG in tags and backfill_id:
             try:
-                release_if_fully_submitted(coordinator_instance(self), backfill_id)
+                release_if_fully_submitted(instance, backfill_id)
             except Exception:  # the sweep sensor releases what this could not
                 log.exception("could not check whether backfill %s is fully queued", backfill_id)
         return submitted
