@@ -34,6 +34,8 @@ from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inve
 from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap
 from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
 
+pytestmark = pytest.mark.e2e  # a real dagster dev / daemon
+
 FIRST, LAST = dt.date(2026, 10, 1), dt.date(2026, 10, 5)
 TENANTS = ("fleet0", "fleet1", "fleet2", "fleet3")
 DOMAINS = ("casino", "user")
