@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # The checkout is the demo's deployment directory: tenants.yaml here, state under .atlas/.
 export ATLAS_HOME ?= $(CURDIR)
-# make bench runs load and backfill; BENCH=load, backfill or fleet picks one, *_ARGS pass flags
-# (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
+# make bench runs load and backfill; BENCH=load, backfill, small or fleet picks one, *_ARGS pass
+# flags (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
+BENCH_SMALL_ARGS ?=
 # Extra pytest arguments for test and test-fast (e.g. PYTEST_ARGS="-k wheel").
 PYTEST_ARGS ?=
 # make turns every failing status into 2: say it when pytest's was 5 (no tests collected).
@@ -65,6 +66,7 @@ test-fast: install
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))
 	$(if $(filter backfill,$(BENCH)),$(BIN)/python -m bench.bench_backfill $(BENCH_BACKFILL_ARGS))
+	$(if $(filter small,$(BENCH)),$(BIN)/python -m bench.bench_small $(BENCH_SMALL_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
 

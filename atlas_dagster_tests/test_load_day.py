@@ -245,3 +245,30 @@ def test_reload_clears_backfilled_rows_only(clickhouse, make_tenant) -> None:
         e=rows[0]["event_id"],
     )
     assert paths == "backfill,realtime"
+
+
+def test_footer_statistics_refuse_nulls_and_foreign_ids_before_any_insert(
+    clickhouse, make_tenant
+) -> None:
+    """The pandera footer rules name the file, the column and what the footer holds."""
+    tenant, other = make_tenant(("casino",)), make_tenant(("casino",))
+    rows = _rows(tenant, n=300)
+    rows[10]["organization_id"] = other.organization_id
+    table = arrow_table("casino", rows)
+    index = table.schema.get_field_index("user_id")
+    users = table.column(index).to_pylist()
+    users[250] = None
+    table = table.set_column(index, table.schema.field(index), pa.array(users, pa.string()))
+    folder = Path(day_folder(tenant, "casino", DAY)[7:])
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-7.parquet", row_group_size=100)
+    with pytest.raises(ValidationError) as raised:
+        load_day(clickhouse, tenant, CASINO, DAY, "r")
+    message = str(raised.value)
+    assert "part-7.parquet" in message
+    assert "column user_id (1 null values) holds null values" in message
+    assert "column organization_id" in message and "another tenant's ids" in message
+    assert repr(tenant.organization_id) in message
+    entry = log_row(clickhouse, tenant, "casino", DAY)
+    assert entry["status"] == "failed" and "part-7.parquet" in entry["error_message"]
+    assert _raw_count(clickhouse, tenant) == 0

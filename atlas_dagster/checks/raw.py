@@ -12,10 +12,10 @@ from atlas_dagster import sql
 from atlas_dagster.checks.results import CheckOutcome
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import ExportSource
-from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.loading.inbound import PreparedDay, count_day, diagnose_rows
 from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.tenants import Tenant
-from atlas_dagster.validation.sample import check_sample
+from atlas_dagster.validation.rows import describe
 from atlas_dagster.validation.schema import check_schema
 
 RAW_CHECK_NAMES = ("log_completed", "rows_reconcile", "schema_conformance")
@@ -23,8 +23,9 @@ RAW_CHECK_DESCRIPTIONS = {
     "log_completed": "backfill_log (read with FINAL) says completed for this tenant-day",
     "rows_reconcile": "rows_loaded in backfill_log = distinct events in the raw table = rows in "
     "the day's Parquet files (from their footers), less duplicate event_ids the load counted once",
-    "schema_conformance": "the day's export passed the pre-insert validation (schema, types, "
-    "tenant ids, UTC day, a bounded sample)",
+    "schema_conformance": "the day's export meets the contract: schema, types and footer "
+    "statistics before the INSERT, and every row's rules (tenant, UTC day, event type, ids, "
+    "required values, money) inside ClickHouse",
 }
 
 
@@ -124,21 +125,23 @@ def session_outcomes(
 
 
 def _export_state(
-    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date
+    client: Client, clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date
 ) -> tuple[int, int | None, str | None]:
-    """(files, Parquet rows or None, validation error or None) of the day's export, re-read."""
+    """(files, Parquet rows or None, contract error or None) of the day's export, re-read: the
+    footers, then every row against the contract's row rules inside ClickHouse."""
     try:
-        source = ExportSource(tenant)
-        day_export = source.list_day(domain.name, day)
+        day_export = ExportSource(tenant).list_day(domain.name, day)
     except Exception as exc:  # the check reports the export's problem instead of raising it
         return 0, None, clickhouse.redact(f"{type(exc).__name__}: {exc}")
+    files, rows = len(day_export.files), day_export.num_rows
+    secrets = tenant.s3.credentials() or ()
     try:
-        check_schema(day_export, domain, tenant, day)
-        check_sample(source, day_export, domain, tenant, day)
+        day_schema = check_schema(day_export, domain, tenant, day)
+        prepared = PreparedDay(tenant, domain, day, day_export, day_schema, secrets)
+        violations = diagnose_rows(client, prepared, clickhouse.resolved_cluster())
     except Exception as exc:
-        error = clickhouse.redact(f"{type(exc).__name__}: {exc}")
-        return len(day_export.files), day_export.num_rows, error
-    return len(day_export.files), day_export.num_rows, None
+        return files, rows, clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
+    return files, rows, describe(day, domain, violations) if violations else None
 
 
 def window_outcomes(
@@ -146,7 +149,7 @@ def window_outcomes(
 ) -> Iterator[tuple[dt.date, list[CheckOutcome]]]:
     """The three checks without loading, for days of one tenant and domain: the log and the raw
     table are read once for the window (two queries instead of two per day, 36 ms a day on
-    chDB), the exports (footers, validation, sample) day by day."""
+    chDB), the exports (footers, row rules) day by day."""
     parameters = {
         "organization_id": tenant.organization_id,
         "brand_id": tenant.brand_id,
@@ -162,12 +165,12 @@ def window_outcomes(
         counts = query_rows(
             client, sql.query("count_days", raw_table=domain.raw_table), parameters
         )
-    events = {row["partition_date"]: int(row["events"]) for row in counts}
-    for day in days:
-        files, parquet_rows, validation_error = _export_state(clickhouse, tenant, domain, day)
-        log_row = log_rows.get(day, {})
-        yield day, [
-            log_completed(log_row),
-            rows_reconcile(log_row, events.get(day, 0), parquet_rows),
-            schema_conformance(validation_error, files),
-        ]
+        events = {row["partition_date"]: int(row["events"]) for row in counts}
+        for day in days:
+            files, parquet_rows, error = _export_state(client, clickhouse, tenant, domain, day)
+            log_row = log_rows.get(day, {})
+            yield day, [
+                log_completed(log_row),
+                rows_reconcile(log_row, events.get(day, 0), parquet_rows),
+                schema_conformance(error, files),
+            ]

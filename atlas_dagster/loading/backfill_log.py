@@ -56,5 +56,8 @@ def previous_attempt(client: Client, entry: LogEntry) -> int:
 def write(client: Client, entry: LogEntry, status: str) -> None:
     # A strictly later version, so that FINAL always sees the newest state.
     entry.updated_at = max(_now(), entry.updated_at + dt.timedelta(microseconds=1))
+    if status == "running":
+        # The load step starts with its 'running' row (the engine is open, the day validated).
+        entry.started_at = entry.updated_at
     entry.status = status
     client.command(sql.query("log_state"), parameters=dict(vars(entry)))

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clickhouse_connect.driver.client import Client
 
@@ -18,7 +18,7 @@ from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.phases import PhaseTimer
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
-from atlas_dagster.validation.sample import check_sample
+from atlas_dagster.validation import rows
 from atlas_dagster.validation.schema import DaySchema, check_schema
 
 # Levers that keep the Null table + bridge MV path as fast as a bare INSERT (see `make bench`).
@@ -34,6 +34,16 @@ INSERT_SETTINGS: dict[str, int] = {
     # The export layout's organization_id=/brand_id= folders must never stand in for the
     # columns: the tenant guard has to see what the rows really hold.
     "use_hive_partitioning": 0,
+    # A null in a required (non-Nullable) column stops the read instead of becoming '' or 0:
+    # the row rule "required columns hold a value in every row" at no cost per row.
+    "input_format_null_as_default": 0,
+    # The row guards never filter a row (they pass or refuse the day), so pushing them down to
+    # the Parquet reader (row-group statistics, bloom filters) or into PREWHERE can skip nothing
+    # and only costs: on 5k-row days, interleaved, guards cost +12 ms CPU a day with push-down
+    # and PREWHERE, +2.6 ms without (32.0 ms without guards).
+    "input_format_parquet_filter_push_down": 0,
+    "input_format_parquet_bloom_filter_push_down": 0,
+    "optimize_move_to_prewhere": 0,
 }
 
 
@@ -93,7 +103,9 @@ def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
         )
 
 
-def _structure(domain: Domain, day_schema: DaySchema) -> str:
+def _structure(domain: Domain, day_schema: DaySchema, all_nullable: bool = False) -> str:
+    """The files' columns as the INSERT reads them; the diagnosis reads them all Nullable."""
+
     def ch_type(column: Column) -> str:
         base = {
             Kind.STRING: "String",
@@ -103,7 +115,7 @@ def _structure(domain: Domain, day_schema: DaySchema) -> str:
             if column.name in day_schema.float_money_columns
             else "Decimal(18, 4)",
         }[column.kind]
-        return f"Nullable({base})" if column.nullable else base
+        return f"Nullable({base})" if column.nullable or all_nullable else base
 
     return ", ".join(f"{c.name} {ch_type(c)}" for c in domain.columns)
 
@@ -112,7 +124,8 @@ def _select_expression(column: Column, day_schema: DaySchema) -> str:
     if column.name in day_schema.float_money_columns:
         # Through the shortest decimal text of the rounded double: 1.005 stays 1.0050.
         cast = "toDecimal64OrNull" if column.nullable else "toDecimal64"
-        return f"{cast}(toString(round({column.name}, 4)), 4) AS {column.name}"
+        # Aliased apart from the column: the guards in WHERE must see the file's double.
+        return f"{cast}(toString(round({column.name}, 4)), 4) AS {column.name}_decimal"
     return column.name
 
 
@@ -163,21 +176,46 @@ def insert_statement(prepared: PreparedDay, cluster: str | None) -> tuple[str, d
     function, parameters = _source(
         tenant, prepared.day_export, _structure(domain, day_schema), cluster
     )
-    parameters |= {
-        "organization_id": tenant.organization_id,
-        "brand_id": tenant.brand_id,
-        "partition_date": prepared.day,
-        "event_types": list(domain.event_types),
-    }
+    parameters |= _rule_parameters(prepared)
     statement = sql.query(
         "load_day",
         inbound_table=domain.inbound_table,
         columns=", ".join([*(c.name for c in domain.columns), "source_file"]),
         select_list=", ".join(_select_expression(c, day_schema) for c in domain.columns),
         source_function=function,
+        guards=rows.guards(rows.value_rules(domain, day_schema)),
         settings=", ".join(f"{k} = {int(v)}" for k, v in INSERT_SETTINGS.items()),
     )
     return statement, parameters
+
+
+def _rule_parameters(prepared: PreparedDay) -> dict[str, object]:
+    tenant = prepared.tenant
+    return rows.rule_parameters(
+        (tenant.organization_id, tenant.brand_id), prepared.day, prepared.domain
+    )
+
+
+def diagnose_rows(
+    client: Client, prepared: PreparedDay, cluster: str | None
+) -> list[rows.Violation]:
+    """After a failed INSERT: the row rules each file breaks, read again inside ClickHouse."""
+    domain, day_schema = prepared.domain, prepared.day_schema
+    function, parameters = _source(
+        prepared.tenant,
+        prepared.day_export,
+        _structure(domain, day_schema, all_nullable=True),
+        cluster,
+    )
+    found = rows.diagnose(
+        client,
+        function,
+        parameters | _rule_parameters(prepared),
+        rows.null_rules(domain) + rows.value_rules(domain, day_schema),
+    )
+    # _path is the engine's view of a file (a local path, or bucket/key): name its export URI.
+    by_name = {f.name: f.uri for f in prepared.day_export.files}
+    return [replace(v, file=by_name.get(v.file.rsplit("/", 1)[-1], v.file)) for v in found]
 
 
 def _day_parameters(tenant: Tenant, day: dt.date) -> dict[str, object]:
@@ -230,8 +268,6 @@ def prepare_day(
             day_export = source.list_day(domain.name, day)
         with timer.phase("check_schema"):
             day_schema = check_schema(day_export, domain, tenant, day)
-        with timer.phase("check_sample"):
-            check_sample(source, day_export, domain, tenant, day)
     except Exception as exc:
         entry = backfill_log.LogEntry(
             tenant.organization_id, tenant.brand_id, domain.name, day, run_id
@@ -242,18 +278,56 @@ def prepare_day(
     return PreparedDay(tenant, domain, day, day_export, day_schema, secrets, timer=timer)
 
 
+@dataclass
+class KnownDays:
+    """What a run reads once, in bulk, for all its tenant-days instead of once per day: the last
+    attempt number of each (domain, day), and which days still hold backfilled rows (only those
+    need a clear before their INSERT). Measured: 5 + 5 ms per tenant-day read one by one.
+
+    A day another process loads after this read is not cleared first; that cannot end in a wrong
+    'completed': rows_loaded is counted with FINAL after the INSERT, and rows the export no longer
+    holds make it differ from the footers, so the day fails and its rows are cleared."""
+
+    attempts: dict[tuple[str, dt.date], int]
+    with_rows: set[tuple[str, dt.date]]
+
+    def attempt(self, domain: Domain, day: dt.date) -> int:
+        return self.attempts.get((domain.name, day), 0) + 1
+
+
+def known_days(
+    client: Client, tenant: Tenant, domains: list[Domain], days: list[dt.date]
+) -> KnownDays:
+    ids = {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id}
+    result = client.query(
+        sql.query("previous_attempts"),
+        parameters=ids | {"domains": [d.name for d in domains], "dates": days},
+    )
+    attempts = {(domain, day): int(attempt) for domain, day, attempt in result.result_rows}
+    with_rows = set()
+    for domain in domains:
+        found = client.query(
+            sql.query("backfill_days", raw_table=domain.raw_table),
+            parameters=ids | {"dates": days},
+        )
+        with_rows |= {(domain.name, day) for (day,) in found.result_rows}
+    return KnownDays(attempts, with_rows)
+
+
 def insert_day(
     clickhouse: ClickHouseResource,
     prepared: PreparedDay,
     run_id: str,
     canceled: threading.Event | None = None,
     after_load: Callable[[Client, int], None] | None = None,
+    known: KnownDays | None = None,
 ) -> DayLoad:
     """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
 
     `after_load(client, rows_loaded)` runs in the same engine session once 'completed' is logged
-    (the day's checks), so that a day costs one session and one count of the raw table. Each
-    step's time goes to `prepared.timer`; insert_seconds is the INSERT statement alone.
+    (the day's checks), so that a day costs one session and one count of the raw table. `known`
+    is the run's bulk read of attempts and days with rows (read here for this day without it).
+    Each step's time goes to `prepared.timer`; insert_seconds is the INSERT statement alone.
     """
     tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
     day_export = prepared.day_export
@@ -271,17 +345,18 @@ def insert_day(
         with timer.phase("ensure_schema"):
             ensure_schema(client)
         with timer.phase("previous_attempt"):
-            entry.attempt = backfill_log.previous_attempt(client, entry) + 1
+            if known is None:
+                known = known_days(client, tenant, [domain], [day])
+            entry.attempt = known.attempt(domain, day)
         with timer.phase("log_running"):
             backfill_log.write(client, entry, "running")
         try:
-            with timer.phase("clear_day"):
-                clear_day(client, domain, tenant, day)
+            if (domain.name, day) in known.with_rows:
+                with timer.phase("clear_day"):
+                    clear_day(client, domain, tenant, day)
             insert_started = time.monotonic()
             with timer.phase("insert"):
-                client.command(
-                    statement, parameters=parameters, settings={"query_id": entry.query_id}
-                )
+                _insert(client, prepared, statement, parameters, cluster, canceled)
             insert_seconds = time.monotonic() - insert_started
             if canceled is not None and canceled.is_set():
                 raise LoadCanceled("the Dagster run was canceled during the INSERT")
@@ -314,6 +389,36 @@ def insert_day(
         attempt=entry.attempt,
         phases=timer,
     )
+
+
+def _insert(
+    client: Client,
+    prepared: PreparedDay,
+    statement: str,
+    parameters: dict[str, object],
+    cluster: str | None,
+    canceled: threading.Event | None,
+) -> None:
+    """The INSERT; when it fails on the day's data, the error names the files, columns and rows.
+
+    The guards' messages are constants (rule and column); only on this failure path are the
+    files read once more, grouped by file, to say where. A failure the rows do not explain (an
+    unreachable source, a full disk, a cancel) is re-raised as it came.
+    """
+    try:
+        client.command(statement, parameters=parameters, settings={"query_id": prepared.query_id})
+    except Exception as exc:
+        if canceled is not None and canceled.is_set():
+            raise
+        try:
+            violations = diagnose_rows(client, prepared, cluster)
+        except Exception:
+            raise exc from None
+        if not violations:
+            raise
+        raise rows.RowContractError(
+            rows.describe(prepared.day, prepared.domain, violations)
+        ) from exc
 
 
 def _explain_difference(

@@ -12,15 +12,18 @@ from dataclasses import dataclass, field
 PHASES: tuple[tuple[str, str], ...] = (
     ("list_and_footers", "list the day's files and read each Parquet footer"),
     ("check_schema", "footer schema, types and statistics against the contract"),
-    ("check_sample", "pandera on the first rows of every file"),
     ("slot_wait", "waiting for a slot of the Dagster pool atlas_insert"),
     ("engine_lock_wait", "waiting for the embedded engine's file lock"),
     ("engine_open", "opening the ClickHouse client (embedded: a chDB connection)"),
     ("ensure_schema", "schema digest check (DDL only when the schema files changed)"),
-    ("previous_attempt", "the day's last attempt number from backfill_log"),
+    ("previous_attempt", "the day's last attempt number (the run's bulk read; alone: a query)"),
     ("log_running", "backfill_log: running"),
-    ("clear_day", "whether backfilled rows exist, then their DELETE if they do"),
-    ("insert", "the INSERT statement through the Null table and the bridge MV"),
+    ("clear_day", "only when the run's bulk read found backfilled rows: their DELETE"),
+    (
+        "insert",
+        "the INSERT statement through the Null table and the bridge MV, every row's "
+        "rules checked inside it (on failure: the diagnosis naming file, column and row)",
+    ),
     ("count_day", "distinct events of the tenant-day in the raw table (FINAL)"),
     ("explain_difference", "only on a shortfall: the export's rows and distinct event_ids"),
     ("log_completed", "backfill_log: completed"),

@@ -1,1 +1,1 @@
-"""Pre-insert validation of a tenant-day's export: schema, types, tenant ids, a bounded sample."""
+"""Validation of a tenant-day's export: footers before the INSERT, every row's rules inside it."""

@@ -1,13 +1,15 @@
-"""Checks each export file's Arrow schema and footer statistics against the domain registry."""
+"""Checks export files against the registry: Arrow schema, and footer statistics with pandera."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 
+import pandas as pd
+import pandera.pandas as pandera
 import pyarrow as pa
 
-from atlas_dagster.domains import Column, Domain, Kind
+from atlas_dagster.domains import Domain, Kind
 from atlas_dagster.exports.layout import DayExport, ExportFile
 from atlas_dagster.tenants import Tenant
 
@@ -49,52 +51,106 @@ def _matches(kind: Kind, arrow_type: pa.DataType) -> bool:
     return pa.types.is_floating(arrow_type)
 
 
-def _column_stats(export_file: ExportFile, column: str) -> list:
+def _utc_day(value: object) -> dt.date | None:
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return aware.astimezone(dt.UTC).date()
+    return None
+
+
+def footer_statistics(
+    export_file: ExportFile, domain: Domain, tenant: Tenant, day: dt.date
+) -> pd.DataFrame:
+    """One row per row group and column: the footer's statistics beside what the partition
+    expects of them. Metadata only: no data row is read."""
     metadata = export_file.metadata
-    index = metadata.schema.names.index(column)
-    return [metadata.row_group(i).column(index).statistics for i in range(metadata.num_row_groups)]
+    expected_value = {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id}
+    records = []
+    for column in domain.columns:
+        index = metadata.schema.names.index(column.name)
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(index).statistics
+            if stats is None:
+                continue
+            has_min_max = stats.has_min_max
+            records.append(
+                {
+                    "column": column.name,
+                    "required": not column.nullable,
+                    "null_count": stats.null_count if stats.has_null_count else 0,
+                    "min": stats.min if has_min_max else None,
+                    "max": stats.max if has_min_max else None,
+                    "expected": expected_value.get(column.name) if has_min_max else None,
+                    "min_day": _utc_day(stats.min) if has_min_max else None,
+                    "max_day": _utc_day(stats.max) if has_min_max else None,
+                    "day": day,
+                }
+            )
+    # object columns: min and max hold strings, timestamps or decimals depending on the column
+    return pd.DataFrame.from_records(records, columns=_FOOTER_COLUMNS).astype(object)
+
+
+_FOOTER_COLUMNS = [
+    "column", "required", "null_count", "min", "max", "expected", "min_day", "max_day", "day",
+]  # fmt: skip
+
+# The contract's rules that footer statistics can prove or refute without reading a row; every
+# row is checked again inside ClickHouse by the INSERT's guards (validation/rows.py), so a file
+# written without statistics is held to the same rules.
+FOOTER_RULES = pandera.DataFrameSchema(
+    checks=[
+        pandera.Check(
+            lambda f: ~f["required"].astype(bool) | (f["null_count"] == 0),
+            name="holds null values; the export contract requires a value in every row",
+        ),
+        pandera.Check(
+            lambda f: (
+                f["expected"].isna() | ((f["min"] == f["expected"]) & (f["max"] == f["expected"]))
+            ),
+            name="holds another tenant's ids; the day is refused and nothing is loaded",
+        ),
+        pandera.Check(
+            lambda f: (
+                f["min_day"].isna() | ((f["min_day"] == f["day"]) & (f["max_day"] == f["day"]))
+            ),
+            name="falls outside the partition's UTC day",
+        ),
+    ],
+)
 
 
 def _check_statistics(
-    export_file: ExportFile, column: Column, tenant: Tenant, day: dt.date
+    export_file: ExportFile, domain: Domain, tenant: Tenant, day: dt.date
 ) -> None:
     """Footer statistics catch nulls, foreign tenants and other days without reading data."""
-    expected_value = {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id}
-    for stats in _column_stats(export_file, column.name):
-        if stats is None:
-            continue
-        if not column.nullable and stats.has_null_count and stats.null_count > 0:
-            raise ValidationError(
-                f"{export_file.uri}: column {column.name} has {stats.null_count} null values; "
-                "the export contract requires a value in every row"
-            )
-        if not stats.has_min_max:
-            continue
-        if column.name in expected_value and (
-            stats.min != expected_value[column.name] or stats.max != expected_value[column.name]
-        ):
-            raise ValidationError(
-                f"{export_file.uri}: column {column.name} holds {stats.min!r}..{stats.max!r} but "
-                f"the partition's tenant is {tenant.key}; the day is refused and nothing is loaded"
-            )
-        if column.name == "event_timestamp":
-            _check_day_bounds(export_file, stats.min, stats.max, day)
+    stats = footer_statistics(export_file, domain, tenant, day)
+    if stats.empty:
+        return
+    try:
+        FOOTER_RULES.validate(stats, lazy=True)
+    except pandera.errors.SchemaErrors as errors:
+        raise ValidationError(
+            _describe_failures(export_file, stats, errors.failure_cases)
+        ) from None
 
 
-def _check_day_bounds(export_file: ExportFile, low: object, high: object, day: dt.date) -> None:
-    def utc_day(value: object) -> dt.date | None:
-        if isinstance(value, dt.datetime):
-            aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-            return aware.astimezone(dt.UTC).date()
-        return None
-
-    for value in (low, high):
-        found = utc_day(value)
-        if found is not None and found != day:
-            raise ValidationError(
-                f"{export_file.uri}: event_timestamp {value} falls on {found}, outside the "
-                f"partition's UTC day {day}"
-            )
+def _describe_failures(export_file: ExportFile, stats: pd.DataFrame, failures: pd.DataFrame) -> str:
+    problems = []
+    for check, index in failures[["check", "index"]].drop_duplicates().itertuples(index=False):
+        row = stats.loc[index]
+        found = (
+            f"{int(row['null_count'])} null values"
+            if "null" in check
+            else f"{row['min']!r}..{row['max']!r}"
+        )
+        problem = f"column {row['column']} ({found}) {check}"
+        if "tenant" in check:
+            problem += f" (the partition's is {row['expected']!r})"
+        if "UTC day" in check:
+            problem += f" {row['day']}"
+        if problem not in problems:
+            problems.append(problem)
+    return f"{export_file.uri}: " + "; ".join(problems[:5])
 
 
 def check_schema(day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.date) -> DaySchema:
@@ -115,7 +171,7 @@ def check_schema(day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.
                 )
             if column.kind is Kind.MONEY:
                 float_money.setdefault(column.name, set()).add(pa.types.is_floating(found))
-            _check_statistics(export_file, column, tenant, day)
+        _check_statistics(export_file, domain, tenant, day)
     mixed = sorted(name for name, kinds in float_money.items() if len(kinds) > 1)
     if mixed:
         raise ValidationError(

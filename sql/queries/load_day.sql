@@ -1,15 +1,11 @@
 -- One tenant-day of one domain, read and inserted inside ClickHouse: no row passes through Python.
--- Dollar placeholders are identifiers and expressions built from the domain registry;
--- {name:Type} are bound parameters. The throwIf guards refuse the whole day before a block of
--- another tenant, another day or an unknown event type can be written.
+-- Dollar placeholders are identifiers and expressions built from the domain registry and the row
+-- rules (atlas_dagster/validation/rows.py); {name:Type} are bound parameters. Required columns are
+-- read non-Nullable with input_format_null_as_default = 0, so a null refuses the day instead of
+-- becoming an empty string or 0; each guard (a throwIf) refuses it at the first row breaking
+-- another rule.
 INSERT INTO atlas.$inbound_table ($columns)
 SELECT $select_list, _path AS source_file
 FROM $source_function
-WHERE throwIf(organization_id != {organization_id:String} OR brand_id != {brand_id:String},
-              'refused: a row belongs to another tenant than the partition''s') = 0
-  AND throwIf(toDate(event_timestamp, 'UTC') != {partition_date:Date},
-              'refused: a row''s event_timestamp is outside the partition''s UTC day') = 0
-  AND throwIf(lower(trim(event_type)) NOT IN {event_types:Array(String)},
-              'refused: a row has an event_type this domain does not define') = 0
-  AND throwIf(event_id IS NULL OR event_id = '', 'refused: a row has no event_id') = 0
+WHERE $guards
 SETTINGS $settings

@@ -1,0 +1,135 @@
+"""One ranged run (as `atlas-dagster load` and a backfill make them) keeps every per-day guarantee
+while it shares its bulk reads across days: attempts, days to clear, progress metadata."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster import DagsterEventType, instance_for_test, materialize
+
+from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.exports.layout import day_folder
+from atlas_dagster.partitions import partitions_for
+from atlas_dagster_tests.conftest import log_row, scalar
+
+FIRST, LAST = dt.date(2026, 11, 2), dt.date(2026, 11, 5)
+RELOADED, BROKEN = dt.date(2026, 11, 4), dt.date(2026, 11, 3)
+DOMAINS = ("user", "transactions")
+
+
+def _days() -> list[dt.date]:
+    return [FIRST + dt.timedelta(days=i) for i in range((LAST - FIRST).days + 1)]
+
+
+def _rows(tenant, domain: str, day: dt.date, n: int) -> list[dict]:
+    generate, _ = GENERATORS[domain]
+    return generate(random.Random(f"ranged-{tenant.key}-{domain}-{day}"), tenant, day, n)
+
+
+def _final_count(clickhouse, tenant, domain: str, day: dt.date) -> int:
+    return int(
+        scalar(
+            clickhouse,
+            f"SELECT count() FROM atlas.tbt_raw_events_{domain} FINAL WHERE organization_id = "
+            "{o:String} AND event_date = {d:Date}",
+            o=tenant.organization_id,
+            d=day,
+        )
+    )
+
+
+def _materialize_range(clickhouse, tenant, instance, first: dt.date, last: dt.date):
+    return materialize(
+        raw_assets([tenant], partitions_for([tenant])),
+        selection=[f"tbt_raw_events_{d}" for d in DOMAINS],
+        instance=instance,
+        resources={"clickhouse": clickhouse},
+        tags={
+            "dagster/asset_partition_range_start": f"{first}|{tenant.key}",
+            "dagster/asset_partition_range_end": f"{last}|{tenant.key}",
+        },
+        raise_on_error=False,
+    )
+
+
+def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> None:
+    tenant = make_tenant(DOMAINS)
+    expected: dict[tuple[str, dt.date], int] = {}
+    for domain in DOMAINS:
+        for day in _days():
+            rows = _rows(tenant, domain, day, 120)
+            write_day(tenant, domain, day, rows)
+            expected[(domain, day)] = len(rows)
+
+    with instance_for_test() as instance:
+        # A first run loads RELOADED; its export is then re-delivered smaller.
+        assert _materialize_range(clickhouse, tenant, instance, RELOADED, RELOADED).success
+        for domain in DOMAINS:
+            smaller = _rows(tenant, domain, RELOADED, 120)[:70]
+            write_day(tenant, domain, RELOADED, smaller, files=1)
+            expected[(domain, RELOADED)] = len(smaller)
+        # BROKEN's transactions: a negative amount far past any sample, no statistics.
+        table = arrow_table("transactions", _rows(tenant, "transactions", BROKEN, 1500))
+        amounts = table.column("amount").to_pylist()
+        amounts[1200] = -amounts[1200]
+        table = table.set_column(
+            table.schema.get_field_index("amount"),
+            "amount",
+            pa.array(amounts, pa.decimal128(18, 4)),
+        )
+        folder = day_folder(tenant, "transactions", BROKEN)[len("file://") :]
+        for old in Path(folder).glob("*.parquet"):
+            old.unlink()
+        pq.write_table(table, f"{folder}/part-0.parquet", write_statistics=False)
+
+        result = _materialize_range(clickhouse, tenant, instance, FIRST, LAST)
+        assert not result.success  # BROKEN's transactions day failed, alone
+
+        materialized = {
+            (m.asset_key.path[-1], m.partition)
+            for m in result.asset_materializations_for_node("raw_events")
+        }
+        checks = [
+            e.event_specific_data
+            for e in result.all_events
+            if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+        ]
+        in_order = result.asset_materializations_for_node("raw_events")
+        with_progress = [m for m in in_order if "backfill_progress" in m.metadata]
+        last_has_progress = "backfill_progress" in in_order[-1].metadata
+
+    for domain in DOMAINS:
+        for day in _days():
+            entry = log_row(clickhouse, tenant, domain, day)
+            key = (f"tbt_raw_events_{domain}", f"{day}|{tenant.key}")
+            if (domain, day) == ("transactions", BROKEN):
+                assert entry["status"] == "failed"
+                assert "part-0.parquet: column amount is negative" in entry["error_message"]
+                assert str(BROKEN) in entry["error_message"]
+                assert _final_count(clickhouse, tenant, domain, day) == 0
+                assert key not in materialized
+                continue
+            assert entry["status"] == "completed", (domain, day, entry["error_message"])
+            assert entry["rows_loaded"] == expected[(domain, day)]
+            assert _final_count(clickhouse, tenant, domain, day) == expected[(domain, day)]
+            assert entry["attempt"] == (2 if day == RELOADED else 1)
+            assert entry["started_at"] <= entry["updated_at"]
+            assert key in materialized
+    # Each tenant-day-domain's three checks on its own partition, failed ones included.
+    per_partition: dict[tuple[str, str], int] = {}
+    for evaluation in checks:
+        asset = evaluation.asset_key.path[-1]
+        per_partition[(asset, evaluation.partition)] = (
+            per_partition.get((asset, evaluation.partition), 0) + 1
+        )
+    assert len(per_partition) == len(DOMAINS) * len(_days())
+    assert set(per_partition.values()) == {3}
+    failed = {(e.asset_key.path[-1], e.partition, e.check_name) for e in checks if not e.passed}
+    assert ("tbt_raw_events_transactions", f"{BROKEN}|{tenant.key}", "log_completed") in failed
+    # Progress metadata rides on the first and the last materialization, not on every day.
+    assert last_has_progress and 2 <= len(with_progress) < len(materialized)

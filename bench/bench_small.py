@@ -1,0 +1,332 @@
+"""Small-day benchmark: the per-day fixed cost of the pipeline against bare per-day INSERTs.
+
+Run with `.venv/bin/python -m bench.bench_small` (`make bench BENCH=small`). One tenant,
+--days days × 4 domains × --rows rows (one Parquet file per tenant-day, bulk_exports,
+reused between runs), then, in the same run, each on a fresh embedded engine with the schema
+applied first:
+
+* bare: one process runs one `INSERT INTO atlas.<domain>_events_inbound SELECT … FROM file()` per
+  tenant-day-domain (newest first), through the same Null table and bridge MV, timed end to end;
+* load: `atlas-dagster load` (one in-process ranged run), timed from the first day's 'running'
+  row (backfill_log started_at) to the last day's 'completed' row (updated_at);
+* backfill: `atlas-dagster backfill --wait` through a real `dagster dev` (webserver + daemon, the
+  gold automation sensor stopped so that raw runs alone are measured), timed from the backfill's
+  creation to the last 'completed' row; the daemon's pick-up (its loop sleeps 30 s) is inside.
+
+Ratio = bare seconds / pipeline seconds for the same rows (targets: load ≥ 0.5, backfill ≥ 0.4).
+Per-phase costs come from each day's load_phases metadata (mean wall ms per tenant-day-domain),
+with the Dagster events the run wrote per tenant-day-domain. JSON goes to
+bench-results/small.json. --project-root runs the pipeline from another copy of the project
+(e.g. an older commit, for a before/after), put first on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from atlas_dagster_tests.dagster_stack import write_tenants
+from bench.bench_backfill import (
+    ALL_DOMAINS,
+    MB,
+    bench_tenant,
+    generate,
+    init_db,
+    launch_backfill_cli,
+    stop_gold_automation,
+    wait_for_daemons,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+LOAD_TARGET = 0.5
+BACKFILL_TARGET = 0.4
+
+
+def bare_worker(dsn: str, plan_path: str) -> None:
+    """Per-day INSERTs through the inbound Null table and the bridge MV, newest day first."""
+    import clickhouse_connect
+
+    from atlas_dagster.domains import DOMAINS
+    from atlas_dagster.resources.clickhouse import apply_schema
+
+    client = clickhouse_connect.get_client(dsn=dsn)
+    apply_schema(client)
+    plan = json.loads(Path(plan_path).read_text())
+    started = time.monotonic()
+    for unit in plan:
+        domain = DOMAINS[unit["domain"]]
+        columns = ", ".join(c.name for c in domain.columns)
+        client.command(
+            f"INSERT INTO atlas.{domain.inbound_table} ({columns}, source_file) "
+            f"SELECT {columns}, _path FROM file({{path:String}}, 'Parquet') "
+            "SETTINGS use_hive_partitioning = 0",
+            parameters={"path": unit["glob"]},
+        )
+    seconds = time.monotonic() - started
+    rows = sum(
+        int(client.command(f"SELECT count() FROM atlas.{d.raw_table}")) for d in DOMAINS.values()
+    )
+    client.close()
+    print(json.dumps({"seconds": seconds, "rows": rows, "units": len(plan)}))
+
+
+def unit_plan(tenant) -> list[dict[str, str]]:
+    from atlas_dagster.exports.layout import day_folder
+
+    units, day = [], tenant.end_date
+    while day >= tenant.start_date:
+        for domain in tenant.domains:
+            folder = day_folder(tenant, domain, day)[len("file://") :]
+            units.append({"domain": domain, "glob": f"{folder}/*.parquet"})
+        day -= dt.timedelta(days=1)
+    return units
+
+
+def run_bare(tenant, work: Path) -> dict[str, Any]:
+    ch_dir = work / "bare" / "clickhouse"
+    shutil.rmtree(ch_dir.parent, ignore_errors=True)
+    ch_dir.parent.mkdir(parents=True)
+    plan_path = ch_dir.parent / "plan.json"
+    plan_path.write_text(json.dumps(unit_plan(tenant)))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.bench_small", "_bare", f"chdb://{ch_dir}", str(plan_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bare run failed:\n{done.stderr[-3000:]}")
+    shutil.rmtree(ch_dir.parent, ignore_errors=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def log_span(dsn: str) -> dict[str, Any]:
+    """First 'running' → last 'completed' in backfill_log, and the day states."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(dsn=dsn)
+    result = client.query(
+        "SELECT min(started_at), max(updated_at), countIf(status = 'completed'), count(), "
+        "sumIf(rows_loaded, status = 'completed') FROM atlas.backfill_log FINAL"
+    )
+    first, last, completed, units, rows = result.result_rows[0]
+    client.close()
+    return {
+        "first_running": first.timestamp(),
+        "last_completed": last.timestamp(),
+        "seconds": (last - first).total_seconds(),
+        "completed": int(completed),
+        "units": int(units),
+        "rows_loaded": int(rows),
+    }
+
+
+def run_phases(home: Path, run_ids: list[str] | None = None) -> dict[str, Any]:
+    """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
+    from dagster import DagsterInstance
+
+    from atlas_dagster.loading.phases import in_order
+    from atlas_dagster_tests.insert_timeline import insert_intervals
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        if run_ids is None:
+            run_ids = [r.run_id for r in instance.get_runs()]
+        intervals = insert_intervals(instance, run_ids)
+        events = sum(
+            len(instance.all_logs(run_id)) for run_id in run_ids
+        )  # every event of the runs, for events per unit
+    wall: dict[str, float] = {}
+    for interval in intervals:
+        for name, seconds in interval.phases.get("wall_seconds", {}).items():
+            wall[name] = wall.get(name, 0.0) + seconds
+    units = max(1, len(intervals))
+    return {
+        "units": len(intervals),
+        "mean_ms": {name: 1000 * wall[name] / units for name in in_order(set(wall))},
+        "dagster_events_per_unit": events / units,
+    }
+
+
+def project_path(project_root: Path) -> dict[str, str]:
+    """PYTHONPATH putting another copy of the project first (nothing when it is this one)."""
+    if project_root == REPO_ROOT:
+        return {}
+    paths = [str(project_root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
+def pipeline_env(work: Path, name: str, tenants_file: Path, project_root: Path) -> dict:
+    home = work / name / "dagster_home"
+    shutil.rmtree(home.parent, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    return (
+        dict(os.environ)
+        | {
+            "DAGSTER_HOME": str(home),
+            "ATLAS_TENANTS_FILE": str(tenants_file),
+            "ATLAS_CLICKHOUSE_DSN": f"chdb://{home.parent / 'clickhouse'}",
+        }
+        | project_path(project_root)
+    )
+
+
+def run_load(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict[str, Any]:
+    env = pipeline_env(work, "load", tenants_file, project_root)
+    init_db(env)
+    command = [
+        str(VENV_BIN / "atlas-dagster"),
+        "load",
+        "--org",
+        tenant.organization_id,
+        "--brand",
+        tenant.brand_id,
+    ]
+    started = time.monotonic()
+    done = subprocess.run(
+        command, env=env, cwd=project_root, capture_output=True, text=True, timeout=3600
+    )
+    process_seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"atlas-dagster load failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+        )
+    span = log_span(env["ATLAS_CLICKHOUSE_DSN"])
+    phases = run_phases(Path(env["DAGSTER_HOME"]))
+    return span | {"process_seconds": process_seconds, "phases": phases}
+
+
+def run_backfill(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict[str, Any]:
+    from dagster import DagsterInstance
+
+    from atlas_dagster_tests.dagster_stack import run_dagster_dev
+
+    stack_dir = work / "backfill"
+    shutil.rmtree(stack_dir, ignore_errors=True)
+    try:
+        with run_dagster_dev(stack_dir, tenants_file, project_path(project_root)) as stack:
+            init_db(stack.env)
+            stop_gold_automation(stack.env)
+            wait_for_daemons(stack.home)
+            backfill_id, cli_seconds = launch_backfill_cli(stack, tenant)
+            with DagsterInstance.from_config(str(stack.home)) as instance:
+                created = instance.get_backfill(backfill_id).backfill_timestamp
+                run_ids = [r.run_id for r in instance.get_runs()]
+            span = log_span(stack.env["ATLAS_CLICKHOUSE_DSN"])
+            phases = run_phases(stack.home, run_ids)
+    finally:
+        shutil.rmtree(stack_dir, ignore_errors=True)
+    return span | {
+        "backfill_id": backfill_id,
+        "cli_seconds": cli_seconds,
+        "created_at": created,
+        "created_to_first_running_s": span["first_running"] - created,
+        "seconds": span["last_completed"] - created,
+        "phases": phases,
+    }
+
+
+def print_phases(name: str, phases: dict[str, Any]) -> None:
+    print(f"\n{name}: mean wall ms per tenant-day-domain ({phases['units']} units)")
+    total = 0.0
+    for phase, ms in phases["mean_ms"].items():
+        total += ms
+        print(f"  {phase:<20} {ms:8.1f}")
+    print(f"  {'(sum)':<20} {total:8.1f}")
+    print(f"  Dagster events per unit: {phases['dagster_events_per_unit']:.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_bare"]:
+        bare_worker(*argv[1:3])
+        return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_small",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--days", type=int, default=60)
+    parser.add_argument("--rows", type=int, default=5_000, help="rows per day and domain")
+    parser.add_argument("--start-date", default="2026-09-01")
+    parser.add_argument("--skip-backfill", action="store_true", help="bare and load only")
+    parser.add_argument("--workdir", type=Path, default=REPO_ROOT / ".bench-work" / "small")
+    parser.add_argument("--project-root", type=Path, default=REPO_ROOT)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results" / "small.json")
+    args = parser.parse_args(argv)
+    args.domains, args.rows_per_file = list(ALL_DOMAINS), args.rows
+    project_root = args.project_root.resolve()
+
+    work = args.workdir.resolve()
+    tenant = bench_tenant(work / "exports", args)
+    exports = generate(tenant, args)
+    tenants_file = write_tenants(work / "tenants.yaml", [tenant])
+    runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    try:
+        print("bare per-day INSERTs ...", flush=True)
+        bare = run_bare(tenant, runs)
+        print(f"  {bare['units']} INSERTs, {bare['rows']:,} rows in {bare['seconds']:.2f}s")
+        print("atlas-dagster load ...", flush=True)
+        load = run_load(tenant, runs, tenants_file, project_root)
+        backfill = (
+            None if args.skip_backfill else run_backfill(tenant, runs, tenants_file, project_root)
+        )
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+
+    expected = args.days * len(ALL_DOMAINS) * args.rows
+    print(f"\n{'':<34} {'seconds':>8} {'rows':>10} {'ratio':>6} {'target':>6}")
+    print(f"{'bare per-day INSERTs':<34} {bare['seconds']:>8.2f} {bare['rows']:>10,}")
+    rows = [("atlas-dagster load", load, LOAD_TARGET)]
+    if backfill:
+        rows.append(("atlas-dagster backfill --wait", backfill, BACKFILL_TARGET))
+    for name, result, target in rows:
+        result["ratio"] = bare["seconds"] / result["seconds"]
+        verdict = "ok" if result["ratio"] >= target else "MISS"
+        print(
+            f"{name:<34} {result['seconds']:>8.2f} {result['rows_loaded']:>10,} "
+            f"{result['ratio']:>6.2f} {target:>6} {verdict}"
+        )
+        if result["rows_loaded"] != expected or result["completed"] != result["units"]:
+            print(f"  !! {result['completed']}/{result['units']} completed, expected {expected}")
+    print(
+        "\nratio = bare seconds / pipeline seconds. load: first 'running' → last 'completed'; "
+        "backfill: backfill created → last 'completed'"
+    )
+    if backfill:
+        print(f"backfill created → first 'running': {backfill['created_to_first_running_s']:.2f}s")
+    print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
+    print_phases("atlas-dagster load", load["phases"])
+    if backfill:
+        print_phases("atlas-dagster backfill", backfill["phases"])
+    import chdb
+
+    document = {
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(),
+        "machine": {"cpus": os.cpu_count(), "chdb": chdb.__version__},
+        "project_root": str(project_root),
+        "scale": {"days": args.days, "domains": list(ALL_DOMAINS), "rows": args.rows},
+        "exports_mb": exports["bytes"] / MB,
+        "bare": bare,
+        "load": load,
+        "backfill": backfill,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2, default=str))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
