@@ -3,19 +3,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+# The checkout is the demo's deployment directory: tenants.yaml here, state under .atlas/.
+export ATLAS_HOME ?= $(CURDIR)
 # make bench runs load and backfill; BENCH=load, backfill, small or fleet picks one, *_ARGS pass
 # flags (e.g. BENCH_BACKFILL_ARGS="--days 3 --rows 50000" for a smoke run).
 BENCH ?= load backfill
 BENCH_LOAD_ARGS ?=
 BENCH_BACKFILL_ARGS ?=
 BENCH_SMALL_ARGS ?=
+# Extra pytest arguments for test and test-fast (e.g. PYTEST_ARGS="-k wheel").
+PYTEST_ARGS ?=
+# make turns every failing status into 2: say it when pytest's was 5 (no tests collected).
+PYTEST = $(BIN)/pytest -q $(PYTEST_ARGS)
+NO_TESTS_IS_FAILURE = || { status=$$?; [ $$status -ne 5 ] || echo "pytest collected no tests: a failure" >&2; exit $$status; }
 # make bench BENCH=fleet: sensors and gold automation at 40/100/200 tenants x 3 years on the real
 # daemon (bench/bench_fleet.py; BENCH_FLEET_ARGS="--tenants 100 --reference 0" for one size), then
 # the fleet backfill, status and verify on SQLite and PostgreSQL (bench/bench_fleet_backfill.py).
 BENCH_FLEET_ARGS ?=
 BENCH_FLEET_BACKFILL_ARGS ?=
 
-.PHONY: install demo dev test lint bench clean
+.PHONY: install system-deps demo dev test test-fast lint bench clean
 
 $(BIN)/atlas-dagster: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +48,20 @@ dev: install $(DAGSTER_HOME)/dagster.yaml
 lint: install
 	$(BIN)/ruff check .
 
-test: install
+# Debian's chromium and postgresql, installed with apt-get when missing (root) or named with the
+# command to run (anyone else); .ci/run uses the same script.
+system-deps:
+	scripts/ensure-system-deps
+
+# Everything: ruff, then every tier (browser, PostgreSQL, dagster dev end to end, the wheel).
+test: install system-deps
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q
+	$(PYTEST) $(NO_TESTS_IS_FAILURE)
+
+# The fast tier (pytest -m "not slow"): under a minute, no browser, PostgreSQL or dagster dev.
+test-fast: install
+	$(BIN)/ruff check .
+	$(PYTEST) -m "not slow" $(NO_TESTS_IS_FAILURE)
 
 bench: install
 	$(if $(filter load,$(BENCH)),$(BIN)/python -m bench.bench_load $(BENCH_LOAD_ARGS))

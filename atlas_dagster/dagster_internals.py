@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetKey, AssetsDefinition, DagsterInstance
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -34,6 +34,7 @@ __all__ = [
     "BulkActionStatus",
     "backfill_is_requested",
     "backfill_target_partitions",
+    "check_output_name",
     "claim_pool_slot",
     "coordinator_instance",
     "free_pool_slot",
@@ -102,3 +103,8 @@ def backfill_target_partitions(
 def coordinator_instance(coordinator: Any) -> DagsterInstance:
     """The instance a run coordinator belongs to (held in a private weakref property)."""
     return coordinator._instance
+
+
+def check_output_name(assets_def: AssetsDefinition, check_key: AssetCheckKey) -> str:
+    """The op output Dagster expects for a check of this step (not a public method in 1.13)."""
+    return assets_def.get_output_name_for_asset_check_key(check_key)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 # The backfill competes with real-time ingestion on the same cluster: never more INSERTs at once.
@@ -20,12 +20,23 @@ class SettingsError(ValueError):
     """An environment setting is out of its allowed range; the message names it."""
 
 
+def atlas_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """ATLAS_HOME, else the working directory: where an installed deployment keeps its defaults
+    (tenants.yaml, and the embedded engine's data in .atlas/clickhouse). Never the package's own
+    folder, which an installed wheel puts in site-packages."""
+    return Path(environ.get("ATLAS_HOME") or Path.cwd()).resolve()
+
+
+DSN_VARIABLE = "ATLAS_CLICKHOUSE_DSN"
+
+
 def default_dsn() -> str:
-    return f"chdb://{(PROJECT_ROOT / '.atlas' / 'clickhouse').as_posix()}"
+    return f"chdb://{(atlas_home() / '.atlas' / 'clickhouse').as_posix()}"
 
 
 def clickhouse_dsn() -> str:
-    return os.environ.get("ATLAS_CLICKHOUSE_DSN") or default_dsn()
+    """The one DSN setting: ATLAS_CLICKHOUSE_DSN, else the embedded engine under ATLAS_HOME."""
+    return os.environ.get(DSN_VARIABLE) or default_dsn()
 
 
 def clickhouse_cluster() -> str | None:
@@ -61,7 +72,7 @@ def slot_wait_seconds() -> int:
 
 
 def tenants_file() -> Path:
-    return Path(os.environ.get("ATLAS_TENANTS_FILE") or PROJECT_ROOT / "tenants.yaml")
+    return Path(os.environ.get("ATLAS_TENANTS_FILE") or atlas_home() / "tenants.yaml")
 
 
 def _int_setting(name: str, default: int, low: int, high: int, why: str) -> int:

@@ -1,29 +1,47 @@
-"""Loads the project's .sql files and fills their validated identifier placeholders."""
+"""Reads the package's .sql files (package data) and fills their validated identifier placeholders.
+
+The files live in the checkout's top-level sql/ and ship inside the package as
+atlas_dagster.sql_files (pyproject.toml maps the folder): nothing here depends on a checkout.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from string import Template
 
-from atlas_dagster.settings import PROJECT_ROOT
+SQL_PACKAGE = "atlas_dagster.sql_files"
 
-SQL_DIR = PROJECT_ROOT / "sql"
+
+def _node(relative: str) -> Traversable:
+    return files(SQL_PACKAGE).joinpath(*relative.split("/"))
 
 
 @cache
-def _read(relative: str) -> str:
-    return (SQL_DIR / relative).read_text()
+def text(relative: str) -> str:
+    """A file's text by its path under sql/, e.g. "queries/count_day.sql"."""
+    node = _node(relative)
+    if not node.is_file():
+        raise FileNotFoundError(f"no SQL file {relative!r} in the package {SQL_PACKAGE}")
+    return node.read_text(encoding="utf-8")
 
 
 def query(name: str, **identifiers: str) -> str:
     """A query from sql/queries/; identifiers must already be validated by the caller."""
-    return Template(_read(f"queries/{name}.sql")).substitute(identifiers)
+    return Template(text(f"queries/{name}.sql")).substitute(identifiers)
 
 
-def schema_files() -> list[Path]:
-    return sorted((SQL_DIR / "schema").glob("*.sql"))
+def folder(relative: str) -> list[str]:
+    """The .sql files of one folder under sql/ (not its subfolders), as paths, in name order."""
+    names = sorted(n.name for n in _node(relative).iterdir() if n.name.endswith(".sql"))
+    return [f"{relative}/{name}" for name in names]
+
+
+def schema_files() -> list[str]:
+    """sql/schema/*.sql in the order they are applied."""
+    return folder("schema")
 
 
 @cache
@@ -31,13 +49,13 @@ def schema_digest() -> str:
     """A digest of every schema file, recorded in atlas.schema_version when they are applied."""
     digest = hashlib.sha256()
     for path in schema_files():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(path.rsplit("/", 1)[1].encode() + b"\0" + text(path).encode())
     return digest.hexdigest()
 
 
-def statements(path: Path) -> list[str]:
+def statements(relative: str) -> list[str]:
     """Splits a DDL file into statements (the schema files hold no ';' inside literals)."""
-    return [s.strip() for s in path.read_text().split(";\n") if _has_code(s)]
+    return [s.strip() for s in text(relative).split(";\n") if _has_code(s)]
 
 
 def _has_code(chunk: str) -> bool:

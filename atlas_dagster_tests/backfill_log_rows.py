@@ -8,7 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import yaml
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, job, op
 
 from atlas_dagster.monitoring.workers import Worker, start_ticks
@@ -83,22 +82,6 @@ def log_rows(clickhouse: ClickHouseResource, tenant: Tenant) -> dict[tuple[str, 
             {"o": tenant.organization_id},
         )
     return {(row["domain"], row["partition_date"]): row for row in rows}
-
-
-def write_tenants_file(path: Path, tenants: list[Tenant]) -> Path:
-    entries = [
-        {
-            "organization_id": t.organization_id,
-            "brand_id": t.brand_id,
-            "source": t.source,
-            "start_date": t.start_date.isoformat(),
-            "end_date": t.end_date.isoformat() if t.end_date else None,
-            "domains": list(t.domains),
-        }
-        for t in tenants
-    ]
-    path.write_text(yaml.safe_dump({"tenants": entries}))
-    return path
 
 
 def dead_worker() -> Worker:

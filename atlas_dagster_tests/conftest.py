@@ -13,6 +13,14 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 
 _ids = itertools.count()
+# Markers that always mean a slow test (pyproject.toml registers them all).
+SLOW_KINDS = ("e2e", "browser", "postgres")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(kind) for kind in SLOW_KINDS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

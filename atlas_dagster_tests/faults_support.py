@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atlas_dagster.cli.dagster_dev import write_tenants
 from atlas_dagster.tenants import Tenant, load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
 
 CLI = str(Path(sys.executable).parent / "atlas-dagster")
 

@@ -23,20 +23,14 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.dagster_dev import (
-    DagsterStack,
-    free_port,
-    isolated_env,
-    run_dagster_dev,
-    serve,
-)
-from atlas_dagster.settings import PROJECT_ROOT
+from atlas_dagster.cli.dagster_dev import DagsterStack, free_port, serve
+from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, REPO, isolated_env, run_dagster_dev
 
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0
 DATABASE = "dagster"
 USER = "atlas"
-POSTGRES_STORAGE_YAML = PROJECT_ROOT / "dagster.postgres.yaml"
+POSTGRES_STORAGE_YAML = REPO / "dagster.postgres.yaml"
 
 
 @dataclass(frozen=True)
@@ -205,7 +199,7 @@ def _create_database(server: PostgresServer) -> None:
 
 def postgres_instance_yaml() -> str:
     """The project's dagster.yaml with the production storage block appended."""
-    return (PROJECT_ROOT / "dagster.yaml").read_text() + "\n" + POSTGRES_STORAGE_YAML.read_text()
+    return DAGSTER_YAML.read_text() + "\n" + POSTGRES_STORAGE_YAML.read_text()
 
 
 @contextlib.contextmanager

@@ -24,14 +24,16 @@ from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PRIORITY_TAG
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
-from atlas_dagster.cli.dagster_dev import DagsterStack, run_dagster_dev, write_tenants
+from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.exports.layout import day_folder
-from atlas_dagster.orchestration.insert_timeline import insert_intervals, max_overlap
 from atlas_dagster.orchestration.run_coordinator import HELD_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+from atlas_dagster_tests.insert_timeline import insert_intervals, max_overlap
+
+pytestmark = pytest.mark.e2e
 
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 10)
 DOMAINS = ("casino", "user")
@@ -203,7 +205,7 @@ def _cli(stack: DagsterStack, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(Path(sys.executable).parent / "atlas-dagster"), *args],
         env=stack.env,
-        cwd=PROJECT_ROOT,
+        cwd=stack.env["ATLAS_HOME"],
         capture_output=True,
         text=True,
         timeout=BACKFILL_TIMEOUT_SECONDS + 60,

@@ -7,13 +7,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.bulk_exports import bulk_table, ensure_bulk_day, write_bulk_day
 from atlas_dagster.demo_data import arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportSource
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, load_day
 from atlas_dagster.validation.schema import check_schema
+from atlas_dagster_tests.bulk_exports import bulk_table, ensure_bulk_day, write_bulk_day
 from atlas_dagster_tests.conftest import log_row, scalar
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAY = dt.date(2026, 11, 5)
 ROWS, ROWS_PER_FILE = 20_001, 7_000  # odd: the last casino bet has no settlement

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import (
     AssetKey,
@@ -21,8 +22,10 @@ from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster_tests.conftest import log_row
+from atlas_dagster_tests.dagster_stack import DAGSTER_YAML
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAY = dt.date(2026, 11, 5)
 
@@ -94,7 +97,7 @@ def test_dagster_cli_materializes_a_partition_in_its_own_process(tmp_path: Path)
     expected = _write(tenant, "casino")
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
     dsn = f"chdb://{tmp_path / 'clickhouse'}"
     env = os.environ | {
         "DAGSTER_HOME": str(home),
@@ -117,7 +120,7 @@ def test_dagster_cli_materializes_a_partition_in_its_own_process(tmp_path: Path)
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=PROJECT_ROOT,
+        cwd=tmp_path,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert re.search(r"RUN_SUCCESS", completed.stderr + completed.stdout)

@@ -6,7 +6,15 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
-from dagster import DagsterInstance
+from dagster import (
+    AssetCheckKey,
+    AssetCheckSpec,
+    AssetKey,
+    AssetSpec,
+    DagsterInstance,
+    Output,
+    multi_asset,
+)
 
 from atlas_dagster import dagster_internals as internals
 
@@ -40,3 +48,12 @@ def test_pool_adapters_work_on_a_persistent_instance(tmp_path: Path) -> None:
         assert internals.claim_pool_slot(instance, "p", "run-b", "step", 0)
         assert internals.backfill_target_partitions(instance, "no-such-backfill") is None
         assert not internals.backfill_is_requested(instance, "no-such-backfill")
+
+
+def test_check_output_name_is_an_output_of_the_step() -> None:
+    @multi_asset(specs=[AssetSpec("a")], check_specs=[AssetCheckSpec("c", asset="a")])
+    def step():
+        yield Output(None, output_name="a")
+
+    name = internals.check_output_name(step, AssetCheckKey(AssetKey("a"), "c"))
+    assert name in step.op.output_dict

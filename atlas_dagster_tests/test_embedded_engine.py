@@ -9,8 +9,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from atlas_dagster.resources.clickhouse import ClickHouseResource, embedded_path
 from atlas_dagster.resources.embedded_engine import other_waiters
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 WAITER = textwrap.dedent(
     """
@@ -40,16 +44,19 @@ def test_a_waiting_process_gets_the_engine_after_the_current_unit(tmp_path: Path
     dsn = f"chdb://{tmp_path / 'engine'}"
     clickhouse = ClickHouseResource(dsn=dsn)
     with clickhouse.kept_open():
-        with clickhouse.session() as client:
-            client.command("SELECT 1")
         got_engine = tmp_path / "waiter-got-the-engine"
-        waiter = subprocess.Popen(
-            [sys.executable, "-c", WAITER, dsn, str(got_engine)], stdout=subprocess.PIPE, text=True
-        )
         deadline = time.monotonic() + 30
-        while not other_waiters(embedded_path(dsn)):  # the other process is queued
-            assert time.monotonic() < deadline and waiter.poll() is None
-            time.sleep(0.05)
+        with clickhouse.session() as client:  # the current unit: the waiter queues during it
+            client.command("SELECT 1")
+            waiter = subprocess.Popen(
+                [sys.executable, "-c", WAITER, dsn, str(got_engine)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            while not other_waiters(embedded_path(dsn)):  # the other process is queued
+                assert time.monotonic() < deadline and waiter.poll() is None
+                time.sleep(0.05)
+            client.command("SELECT sleep(0.2)")
         units_before_handover = 0
         while True:  # keep working: each unit ends with a handover check
             with clickhouse.session() as client:
@@ -63,8 +70,8 @@ def test_a_waiting_process_gets_the_engine_after_the_current_unit(tmp_path: Path
         with clickhouse.session() as client:  # and the holder gets it back afterwards
             assert client.command("SELECT 1") == 1
     assert waiter.returncode == 0
-    # The unit running when the waiter was seen is the last one before the handover.
-    assert units_before_handover == 1, units_before_handover
+    # The unit running when the waiter queued was the last one before the handover.
+    assert units_before_handover == 0, units_before_handover
     assert waited < 10
 
 
@@ -79,3 +86,24 @@ def test_waiter_entries_of_dead_processes_are_ignored(tmp_path: Path) -> None:
     (folder / f"{os.getpid()}-1").touch()  # this process never counts as another waiter
     assert other_waiters(data_dir) == set()
     assert not (folder / f"{gone.stdout.strip()}-1").exists()
+
+
+def test_an_idle_kept_engine_is_handed_over_without_another_unit(tmp_path: Path) -> None:
+    """A run waiting for an INSERT slot between units must not keep the engine from the run that
+    holds the slot and waits for the engine (a deadlock until the engine wait times out)."""
+    dsn = f"chdb://{tmp_path / 'engine'}"
+    clickhouse = ClickHouseResource(dsn=dsn)
+    with clickhouse.kept_open():
+        with clickhouse.session() as client:
+            client.command("SELECT 1")
+        got_engine = tmp_path / "waiter-got-the-engine"
+        waiter = subprocess.run(
+            [sys.executable, "-c", WAITER, dsn, str(got_engine)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # this process runs no unit meanwhile: it is idle inside kept_open()
+        assert waiter.returncode == 0, waiter.stderr
+        assert got_engine.exists() and float(waiter.stdout) < 10
+        with clickhouse.session() as client:  # reopened for the holder's next unit
+            assert client.command("SELECT 1") == 1

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from atlas_dagster.cli.dagster_dev import free_port, write_tenants
+from atlas_dagster.cli.dagster_dev import free_port
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.tenants import TenantConfigError, load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.faults_support import cli, fault_site
+
+pytestmark = pytest.mark.slow  # each case runs the CLI in its own process
 
 DAY = dt.date(2026, 11, 6)
 COMMANDS = {

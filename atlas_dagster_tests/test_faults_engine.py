@@ -17,7 +17,6 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from atlas_dagster.assets.raw import raw_assets
-from atlas_dagster.bulk_exports import write_bulk_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.partitions import partitions_for
@@ -28,8 +27,11 @@ from atlas_dagster.resources.embedded_engine import (
     acquire_file_lock,
     release_file_lock,
 )
+from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import LOCK_HOLDER, RAW_CHDB_HOLDER, cli, fault_site, python
+
+pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
 DAY = dt.date(2026, 11, 6)
 ROWS = 5_000

@@ -19,16 +19,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.bulk_exports import write_bulk_day
 from atlas_dagster.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import fault_site, python
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
 DAY = dt.date(2026, 11, 5)
 CASINO = get_domain("casino")

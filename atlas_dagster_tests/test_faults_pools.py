@@ -14,7 +14,6 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from atlas_dagster.bulk_exports import write_bulk_day
 from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
     SlotWaitTimeout,
@@ -23,7 +22,10 @@ from atlas_dagster.orchestration.pools import (
     reclaim_dead_claims,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.faults_support import LOCK_HOLDER, fault_site, python
+
+pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
 LEAK_DAYS = (dt.date(2026, 11, 3), dt.date(2026, 11, 4))
 KILLED_DAY = dt.date(2026, 11, 5)

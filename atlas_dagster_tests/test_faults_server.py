@@ -18,13 +18,16 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.dagster_dev import free_port, write_tenants
+from atlas_dagster.cli.dagster_dev import free_port
 from atlas_dagster.loading.inbound import insert_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.fake_clickhouse import fake_clickhouse, prepared_day
 from atlas_dagster_tests.faults_support import python
+
+pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
 DAY = dt.date(2026, 11, 6)
 ROWS = 1234

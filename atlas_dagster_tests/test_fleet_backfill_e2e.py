@@ -24,19 +24,17 @@ from dagster import DagsterEventType, RunsFilter
 
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi
-from atlas_dagster.cli.dagster_dev import DagsterStack, write_tenants
+from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.demo_data import GENERATORS, write_day
-from atlas_dagster.orchestration.insert_timeline import (
-    InsertInterval,
-    insert_intervals,
-    max_overlap,
-)
 from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LEADER_TAG
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
+from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap
 from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
+
+pytestmark = pytest.mark.e2e  # a real dagster dev / daemon
 
 FIRST, LAST = dt.date(2026, 10, 1), dt.date(2026, 10, 5)
 TENANTS = ("fleet0", "fleet1", "fleet2", "fleet3")
@@ -79,7 +77,7 @@ def _cli(stack: DagsterStack, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(Path(sys.executable).parent / "atlas-dagster"), *args],
         env=stack.env,
-        cwd=PROJECT_ROOT,
+        cwd=stack.env["ATLAS_HOME"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_SECONDS,

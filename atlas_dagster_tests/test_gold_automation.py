@@ -26,6 +26,8 @@ from atlas_dagster.settings import SettingsError, liability_lookback_days
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.gold_support import materialize_raw
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 LOOKBACK = 3
 
 
@@ -37,7 +39,7 @@ def raw_and_gold(tenants: list[Tenant]) -> list:
     partitions_def = partitions_for(tenants)
     return [
         *raw_assets(tenants, partitions_def),
-        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK),
+        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK, embedded=True),
     ]
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import AssetMaterialization, DagsterInstance, RunsFilter
 
@@ -17,6 +18,8 @@ from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, backfill_target_par
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME
+
+pytestmark = pytest.mark.e2e  # a real dagster dev / daemon
 
 REPO = Path(__file__).resolve().parents[1]
 INTERVAL = 5

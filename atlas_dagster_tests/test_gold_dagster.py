@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import pytest
 from dagster import AssetKey, AssetSelection, Definitions, instance_for_test, materialize
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
@@ -10,6 +11,8 @@ from atlas_dagster.assets.gold import RECONCILES_RAW, VERIFY_JOB_NAME, gold_asse
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster_tests.gold_support import generated, load
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAYS = [dt.date(2026, 11, 4), dt.date(2026, 11, 5), dt.date(2026, 11, 6)]
 GGR = AssetKey("gold_ggr_daily")
@@ -51,7 +54,7 @@ def test_a_range_runs_once_newest_first_and_a_failed_day_fails_alone(
 
     monkeypatch.setattr(gold, "replay_day", replay_or_fail)
     partitions_def = partitions_for([tenant])
-    assets = gold_assets([tenant], partitions_def, lookback_days=3)
+    assets = gold_assets([tenant], partitions_def, lookback_days=3, embedded=True)
     with instance_for_test() as instance:
         result = materialize(
             assets,
@@ -86,7 +89,7 @@ def test_verify_runs_the_checks_alone_and_catches_a_tampered_day(clickhouse, mak
     tenant = _loaded_tenant(clickhouse, make_tenant)
     partitions_def = partitions_for([tenant])
     defs = Definitions(
-        assets=gold_assets([tenant], partitions_def, lookback_days=3),
+        assets=gold_assets([tenant], partitions_def, lookback_days=3, embedded=True),
         jobs=[verify_gold_job()],
         resources={"clickhouse": clickhouse},
     )
@@ -130,7 +133,7 @@ def test_verify_runs_the_checks_alone_and_catches_a_tampered_day(clickhouse, mak
 
 def test_out_of_scope_partitions_are_skipped_not_failed(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
-    liability = gold_assets([tenant], partitions_for([tenant]), lookback_days=3)[-1]
+    liability = gold_assets([tenant], partitions_for([tenant]), lookback_days=3, embedded=True)[-1]
     assert liability.key == AssetKey("gold_sportsbook_liability_daily")
     with instance_for_test() as instance:
         result = materialize(

@@ -12,6 +12,8 @@ from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.gold_support import generated, gold_rows, load
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 D2, D1, D, D_NEXT = (dt.date(2026, 11, 3 + i) for i in range(4))
 LOOKBACK = 3
 EDGE = "CHF"  # the generator never uses it, so the CHF rows are the hand-made edge rows alone

@@ -3,11 +3,15 @@
 import datetime as dt
 from decimal import Decimal
 
+import pytest
+
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ensure_schema
 from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.gold_support import generated, gold_rows, load
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAY = dt.date(2026, 11, 5)
 LOOKBACK = 3

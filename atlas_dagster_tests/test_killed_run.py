@@ -15,11 +15,14 @@ from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-from atlas_dagster.bulk_exports import write_bulk_day
 from atlas_dagster.cli.dagster_api import DagsterApi
-from atlas_dagster.cli.dagster_dev import DagsterStack, run_dagster_dev, write_tenants
+from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.bulk_exports import write_bulk_day
+from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+
+pytestmark = pytest.mark.e2e
 
 DAY = dt.date(2026, 11, 5)
 ROWS = 3_000_000  # an INSERT of a few seconds, long enough to be killed in the middle

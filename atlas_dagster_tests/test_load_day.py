@@ -16,6 +16,8 @@ from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day
 from atlas_dagster.validation.schema import ValidationError
 from atlas_dagster_tests.conftest import log_row, scalar
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 DAY = dt.date(2026, 11, 5)
 CASINO = DOMAINS["casino"]
 

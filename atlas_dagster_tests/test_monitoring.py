@@ -4,20 +4,20 @@ import datetime as dt
 import random
 import re
 
+from atlas_dagster import sql
 from atlas_dagster.cli.main import main
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.secrets import redact
-from atlas_dagster.settings import PROJECT_ROOT
+from atlas_dagster_tests.dagster_stack import REPO
 
-SEED = next((PROJECT_ROOT.parent / "shared" / "seeds").glob("000_*.txt"), None)
-MONITORING = sorted((PROJECT_ROOT / "sql" / "monitoring").glob("*.sql"))
+SEED = next((REPO.parent / "shared" / "seeds").glob("000_*.txt"), None)
 
 
 def _seed_queries() -> list[str]:
     """The guide's queries, from sql/monitoring (checked verbatim against the guide if present)."""
-    queries = [p.read_text().split("\n", 1)[1] for p in MONITORING]
+    queries = [sql.text(p).split("\n", 1)[1] for p in sql.folder("monitoring")]
     if SEED is not None:
         assert queries == re.findall(r"```sql[^\n]*\n(.*?)```", SEED.read_text(), re.S)
     return queries

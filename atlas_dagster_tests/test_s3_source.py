@@ -22,6 +22,8 @@ from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster_tests.conftest import log_row, scalar
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
+
 DAY = dt.date(2026, 11, 5)
 CASINO = DOMAINS["casino"]
 KEY_ENV = "ATLAS_TEST_S3_ACCESS_KEY_ID"

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import time
 
+import pytest
 from dagster import (
     DagsterRunStatus,
     SkipReason,
@@ -41,6 +42,8 @@ from atlas_dagster_tests.backfill_log_rows import (
     utc_now,
     wait_for_zombie,
 )
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAYS = [dt.date(2026, 10, 1) + dt.timedelta(days=i) for i in range(6)]
 TAIL = "; the load stopped without logging its result"

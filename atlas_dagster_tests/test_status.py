@@ -8,13 +8,13 @@ import re
 import pytest
 from dagster import instance_for_test
 
+from atlas_dagster import sql
 from atlas_dagster.cli.main import main
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.resources.clickhouse import ensure_schema
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.backfill_log_rows import (
     dead_worker,
@@ -22,8 +22,10 @@ from atlas_dagster_tests.backfill_log_rows import (
     log_entry,
     log_rows,
     started_run,
-    write_tenants_file,
 )
+from atlas_dagster_tests.dagster_stack import write_tenants
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 TODAY = dt.datetime.now(dt.UTC).date()
 TAIL = "; the load stopped without logging its result"
@@ -51,7 +53,7 @@ def test_status_sections_list_failed_missing_and_stale_days(
     tenant = make_tenant(("user",), start=days[0], end=days[-1])
     other = make_tenant(("user",), start=days[0], end=days[-1])
     monkeypatch.setenv(
-        "ATLAS_TENANTS_FILE", str(write_tenants_file(tmp_path / "t.yaml", [tenant, other]))
+        "ATLAS_TENANTS_FILE", str(write_tenants(tmp_path / "t.yaml", [tenant, other]))
     )
     rows = _load(clickhouse, tenant, "user", days[0], 30) + _load(
         clickhouse, tenant, "user", days[1], 20
@@ -133,8 +135,8 @@ SEED_ORG, SEED_BRAND = "seu_org_id", "seu_brand_id"
 
 def _guide_queries() -> list[str]:
     """The guide's queries verbatim, from sql/monitoring (test_monitoring checks them)."""
-    paths = sorted((PROJECT_ROOT / "sql" / "monitoring").glob("*.sql"))
-    return [p.read_text().split("\n", 1)[1].strip().rstrip(";") for p in paths]
+    paths = sql.folder("monitoring")
+    return [sql.text(p).split("\n", 1)[1].strip().rstrip(";") for p in paths]
 
 
 @pytest.fixture
@@ -164,7 +166,7 @@ def test_guide_queries_agree_with_status(
     clickhouse, guide_tenant, tmp_path, monkeypatch, capsys
 ) -> None:
     tenant = guide_tenant
-    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(write_tenants_file(tmp_path / "t.yaml", [tenant])))
+    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(write_tenants(tmp_path / "t.yaml", [tenant])))
     day = [TODAY - dt.timedelta(days=n) for n in range(10)]
     _load(clickhouse, tenant, "user", day[2], 25)
     insert_log_rows(

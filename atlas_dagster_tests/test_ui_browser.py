@@ -13,9 +13,11 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from atlas_dagster.cli.dagster_dev import run_dagster_dev, write_tenants
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -34,7 +36,7 @@ WAIT_SECONDS = 180
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory):
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)")
+        pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-system-deps installs it")
     work = tmp_path_factory.mktemp("ui")
     tenants_file = write_tenants(
         work / "tenants.yaml",

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
 
-from atlas_dagster.cli.dagster_dev import write_tenants
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import PROJECT_ROOT
 from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
+
+pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 FIRST, LAST = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
 RANGE_TAGS = {
@@ -41,7 +42,7 @@ def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseRes
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
     dsn = f"chdb://{tmp_path / 'clickhouse'}"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
@@ -51,24 +52,30 @@ def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseRes
         day = FIRST + dt.timedelta(days=offset)
         rows = GENERATORS["transactions"][0](random.Random(str(day)), tenant, day, 120)
         write_day(tenant, "transactions", day, rows)
-    assets = list(build_definitions().assets or [])
-    with DagsterInstance.get() as instance:
-        for selection in (
-            ["tbt_raw_events_transactions"],
-            ["gold_transactions_daily", "gold_users_daily"],
-        ):
-            result = materialize(
-                assets,
-                selection=selection,
-                instance=instance,
-                resources={"clickhouse": ClickHouseResource()},
-                tags=RANGE_TAGS,
-            )
-            assert result.success
+    _materialize(["tbt_raw_events_transactions"], RANGE_TAGS)
     return ClickHouseResource(dsn=dsn)
 
 
+def _materialize(selection: list[str], tags: dict[str, str]) -> str:
+    """One run on the instance of DAGSTER_HOME, as the code location defines it; its run id."""
+    with DagsterInstance.get() as instance:
+        result = materialize(
+            list(build_definitions().assets or []),
+            selection=selection,
+            instance=instance,
+            resources={"clickhouse": ClickHouseResource()},
+            tags=tags,
+        )
+    assert result.success
+    return result.run_id
+
+
+def _replay_gold(tags: dict[str, str] = RANGE_TAGS) -> str:
+    return _materialize(["gold_transactions_daily", "gold_users_daily"], tags)
+
+
 def test_verify_passes_then_names_a_tampered_gold_day(verify_env, capsys) -> None:
+    _replay_gold()
     assert main(["verify", "--org", "verify", "--brand", "main"]) == 0
     passing = capsys.readouterr().out
     assert f"ok    {LAST}  gold_transactions_daily" in passing
@@ -94,3 +101,39 @@ def test_verify_passes_then_names_a_tampered_gold_day(verify_env, capsys) -> Non
         key = AssetCheckKey(AssetKey("gold_transactions_daily"), "gold_reconciles_raw")
         record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
         assert record is not None
+
+
+def test_verify_says_gold_not_replayed_for_a_day_gold_never_got(verify_env, capsys) -> None:
+    _replay_gold({**RANGE_TAGS, "dagster/asset_partition_range_end": f"{FIRST}|verify.main"})
+    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "gold"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    [missing] = [line for line in lines if line.startswith(f"FAIL  {LAST}  gold_transactions")]
+    assert "gold not replayed" in missing and "differs" not in missing
+    assert [line for line in lines if line.startswith(f"ok    {FIRST}  gold_transactions")]
+
+
+def test_no_run_log_carries_expected_outputs(verify_env, capsys) -> None:
+    """Raw single and ranged runs, a gold run and check-only runs report their checks the way
+    Dagster expects them: no "did not yield or return expected outputs" line in any run log."""
+    _replay_gold()
+    _materialize(["tbt_raw_events_transactions"], {"dagster/partition": f"{LAST}|verify.main"})
+    assert main(["verify", "--org", "verify", "--brand", "main"]) == 0
+    capsys.readouterr()
+    with DagsterInstance.get() as instance:
+        runs = instance.get_runs()
+        # raw ranged (fixture), gold ranged, raw single partition, verify (raw and gold checks)
+        assert len(runs) == 4
+        for run in runs:
+            messages = [entry.message for entry in instance.all_logs(run.run_id)]
+            assert messages, run.run_id
+            assert not [m for m in messages if "expected outputs" in m], run.tags
+            evaluations = [
+                entry.dagster_event.event_specific_data
+                for entry in instance.all_logs(run.run_id)
+                if entry.dagster_event
+                and entry.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+            ]
+            # One result per tenant-day and check, each naming its partition.
+            assert evaluations and all(e.partition for e in evaluations)
+            keys = [(e.asset_key, e.check_name, e.partition) for e in evaluations]
+            assert len(keys) == len(set(keys))

@@ -2,9 +2,9 @@
 
 Run with `.venv/bin/python -m bench.bench_backfill` (part of `make bench`). On one tenant:
 
-* writes --days × --domains export days of --rows rows (atlas_dagster.bulk_exports), once: a
+* writes --days × --domains export days of --rows rows (atlas_dagster_tests.bulk_exports), once: a
   marker file per day folder lets later runs reuse them;
-* starts the Dagster webserver and daemon (`dagster dev`, atlas_dagster.cli.dagster_dev) on
+* starts the Dagster webserver and daemon (`dagster dev`, atlas_dagster_tests.dagster_stack) on
   a fresh instance and a fresh embedded ClickHouse (schema applied first, as `init-db` does);
 * launches the backfill with `atlas-dagster backfill --wait` (one ranged run per tenant, as the
   project's backfill policy makes it), then --single-runs single-partition backfills through
@@ -88,7 +88,7 @@ def bench_tenant(exports: Path, args: argparse.Namespace):
 
 def generate(tenant, args: argparse.Namespace) -> dict[str, Any]:
     """Every day of every domain, written once; reused while its marker file matches."""
-    from atlas_dagster.bulk_exports import ensure_bulk_day
+    from atlas_dagster_tests.bulk_exports import ensure_bulk_day
 
     started, written, size = time.monotonic(), 0, 0
     day = tenant.start_date
@@ -106,21 +106,6 @@ def generate(tenant, args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
     return {"tenant_days": total, "written": written, "bytes": size, "seconds": seconds}
-
-
-def write_tenants(path: Path, tenant) -> Path:
-    import yaml
-
-    entry = {
-        "organization_id": tenant.organization_id,
-        "brand_id": tenant.brand_id,
-        "source": tenant.source,
-        "start_date": tenant.start_date.isoformat(),
-        "end_date": tenant.end_date.isoformat(),
-        "domains": list(tenant.domains),
-    }
-    path.write_text(yaml.safe_dump({"tenants": [entry]}))
-    return path
 
 
 # --------------------------------------------------------------------------- run worker RSS
@@ -301,14 +286,14 @@ def run_events(instance, run_id: str) -> dict[str, float]:
     """Unix time of the first event of each RUN_EVENTS type in the run."""
     from dagster import DagsterEventType
 
-    from atlas_dagster.orchestration.insert_timeline import first_event_times
+    from atlas_dagster_tests.insert_timeline import first_event_times
 
     return first_event_times(instance, run_id, [DagsterEventType[name] for name in RUN_EVENTS])
 
 
 def day_records(instance, run_id: str) -> list[dict[str, Any]]:
     """Every raw materialization of the run with the metadata the benchmark needs."""
-    from atlas_dagster.orchestration.insert_timeline import insert_intervals
+    from atlas_dagster_tests.insert_timeline import insert_intervals
 
     return [
         {
@@ -618,13 +603,13 @@ def measure(stack, tenant, args: argparse.Namespace, rss: TreeRssByPid) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from atlas_dagster.cli.dagster_dev import run_dagster_dev
+    from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
 
     started = time.monotonic()
     work = args.workdir.resolve()
     tenant = bench_tenant(work / "exports", args)
     exports = generate(tenant, args)
-    tenants_file = write_tenants(work / "tenants.yaml", tenant)
+    tenants_file = write_tenants(work / "tenants.yaml", [tenant])
     stack_dir = work / f"stack-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     try:
         with run_dagster_dev(stack_dir, tenants_file) as stack:

@@ -128,7 +128,7 @@ def first_insert_logged(instance, run_ids: list[str]) -> float | None:
 
 
 def _intervals(instance, run_ids: list[str]):
-    from atlas_dagster.orchestration.insert_timeline import insert_intervals
+    from atlas_dagster_tests.insert_timeline import insert_intervals
 
     return insert_intervals(instance, run_ids)
 
@@ -215,8 +215,8 @@ def wait_quiet(stack, timeout: float = 120.0) -> None:
 
 
 def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, window: float):
-    from atlas_dagster.orchestration.insert_timeline import max_overlap
     from atlas_dagster_tests.fleet_order import inverted_pairs, unexplained_inversions
+    from atlas_dagster_tests.insert_timeline import max_overlap
     from atlas_dagster_tests.postgres_server import stack_instance
 
     print(f"  {kind}: launching {first}..{last}", flush=True)
@@ -278,8 +278,8 @@ def fleet_stack(work: Path, tenants_file: Path, storage: str) -> Iterator[Any]:
 def bench_fleet_backfill(
     tenants: int, days: int, export_days: int, window: float, storages: list[str], launches
 ) -> list[dict[str, Any]]:
-    from atlas_dagster.cli.dagster_dev import write_tenants
     from atlas_dagster.tenants import load_tenants
+    from atlas_dagster_tests.dagster_stack import write_tenants
 
     first = LAST_DAY - dt.timedelta(days=days - 1)
     rows = []
@@ -399,9 +399,9 @@ def timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, subprocess
 
 
 def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
-    from atlas_dagster.cli.dagster_dev import isolated_env, write_tenants
     from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
     from atlas_dagster.tenants import load_tenants
+    from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
 
     first = LAST_DAY - dt.timedelta(days=365 * years + years // 4)  # 3 years: 1,096 days
     rows: list[dict[str, Any]] = []

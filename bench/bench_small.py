@@ -1,7 +1,7 @@
 """Small-day benchmark: the per-day fixed cost of the pipeline against bare per-day INSERTs.
 
 Run with `.venv/bin/python -m bench.bench_small` (`make bench BENCH=small`). One tenant,
---days days × 4 domains × --rows rows (one Parquet file per tenant-day, atlas_dagster.bulk_exports,
+--days days × 4 domains × --rows rows (one Parquet file per tenant-day, bulk_exports,
 reused between runs), then, in the same run, each on a fresh embedded engine with the schema
 applied first:
 
@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from atlas_dagster_tests.dagster_stack import write_tenants
 from bench.bench_backfill import (
     ALL_DOMAINS,
     MB,
@@ -43,7 +44,6 @@ from bench.bench_backfill import (
     launch_backfill_cli,
     stop_gold_automation,
     wait_for_daemons,
-    write_tenants,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +137,7 @@ def run_phases(home: Path, run_ids: list[str] | None = None) -> dict[str, Any]:
     from dagster import DagsterInstance
 
     from atlas_dagster.loading.phases import in_order
-    from atlas_dagster.orchestration.insert_timeline import insert_intervals
+    from atlas_dagster_tests.insert_timeline import insert_intervals
 
     with DagsterInstance.from_config(str(home)) as instance:
         if run_ids is None:
@@ -210,7 +210,7 @@ def run_load(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict
 def run_backfill(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict[str, Any]:
     from dagster import DagsterInstance
 
-    from atlas_dagster.cli.dagster_dev import run_dagster_dev
+    from atlas_dagster_tests.dagster_stack import run_dagster_dev
 
     stack_dir = work / "backfill"
     shutil.rmtree(stack_dir, ignore_errors=True)
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir.resolve()
     tenant = bench_tenant(work / "exports", args)
     exports = generate(tenant, args)
-    tenants_file = write_tenants(work / "tenants.yaml", tenant)
+    tenants_file = write_tenants(work / "tenants.yaml", [tenant])
     runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     try:
         print("bare per-day INSERTs ...", flush=True)

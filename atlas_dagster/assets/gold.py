@@ -7,7 +7,6 @@ from decimal import Decimal
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckKey,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
@@ -23,27 +22,29 @@ from dagster import (
     MetadataValue,
     MultiPartitionMapping,
     MultiPartitionsDefinition,
+    Output,
     PreviewWarning,
     TimeWindowPartitionMapping,
     define_asset_job,
     multi_asset,
 )
 
+from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import DayReplay, Reconciliation, reconcile_day, replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable
 from atlas_dagster.orchestration.automation import gold_automation_condition
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, is_embedded
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import clickhouse_dsn, liability_lookback_days
+from atlas_dagster.settings import liability_lookback_days
 from atlas_dagster.tenants import Tenant, tenant_by_key
 
 GOLD_GROUP = "gold"
 RECONCILES_RAW = "gold_reconciles_raw"
 VERIFY_JOB_NAME = "verify_gold"
 
-GoldEvent = AssetMaterialization | AssetCheckEvaluation
+GoldEvent = AssetMaterialization | AssetCheckEvaluation | Output
 
 
 class GoldReplayError(RuntimeError):
@@ -99,25 +100,30 @@ def materialization(
     )
 
 
-def check_evaluation(
-    table: GoldTable, tenant_day: TenantDay, reconciliation: Reconciliation
-) -> AssetCheckEvaluation:
+def reconciliation_outcome(reconciliation: Reconciliation) -> CheckOutcome:
+    """gold_reconciles_raw for one tenant-day; a day raw holds but gold never got says so."""
     mismatches = reconciliation.mismatches
-    metadata: dict[str, MetadataValue] = {"mismatches": MetadataValue.json(mismatches)}
+    metadata: dict[str, MetadataValue] = {
+        "mismatches": MetadataValue.json(mismatches),
+        "gold_replayed": MetadataValue.bool(reconciliation.replayed),
+    }
     for name in reconciliation.gold:
         metadata[f"gold_{name}"] = _metadata_value(reconciliation.gold[name])
         metadata[f"raw_{name}"] = _metadata_value(reconciliation.raw[name])
-    return AssetCheckEvaluation(
-        asset_key=AssetKey(table.name),
-        check_name=RECONCILES_RAW,
-        passed=not mismatches,
-        metadata=metadata,
-        severity=AssetCheckSeverity.ERROR,
-        description="gold agrees with raw"
-        if not mismatches
-        else f"gold differs from raw in {', '.join(mismatches)}",
-        partition=tenant_day.partition_key,
-    )
+    if not mismatches:
+        description = "gold agrees with raw"
+    elif not reconciliation.replayed:
+        description = "gold not replayed: raw holds the day, gold has no row for it"
+    else:
+        description = f"gold differs from raw in {', '.join(mismatches)}"
+    return CheckOutcome(RECONCILES_RAW, not mismatches, description, metadata)
+
+
+def check_evaluation(
+    table: GoldTable, tenant_day: TenantDay, reconciliation: Reconciliation
+) -> AssetCheckEvaluation:
+    outcome = reconciliation_outcome(reconciliation)
+    return to_evaluation(AssetKey(table.name), tenant_day.partition_key, outcome)
 
 
 def _tenant_day_events(
@@ -174,6 +180,7 @@ def replay_tenant_days(
                 failed.append(tenant_day.partition_key)
                 message = clickhouse.redact(f"{type(exc).__name__}: {exc}")
                 context.log.error(f"{table.name} {tenant_day.partition_key} failed: {message}")
+    yield from check_outputs(context)  # every tenant-day's check evaluation is reported by now
     if failed:
         raise GoldReplayError(
             f"{table.name}: {len(failed)} tenant-day(s) failed: {', '.join(failed)}"
@@ -233,14 +240,17 @@ def gold_assets(
     tenants: Sequence[Tenant],
     partitions_def: MultiPartitionsDefinition,
     lookback_days: int | None = None,
+    *,
+    embedded: bool,
 ) -> list[AssetsDefinition]:
+    """`embedded`: whether the wired ClickHouse is the embedded engine (definitions.py decides it
+    from the same DSN setting the resource is configured from)."""
     lookback = liability_lookback_days() if lookback_days is None else lookback_days
     if lookback < 1:
         raise ValueError(
             f"the liability lookback must be a positive number of days, not {lookback}"
         )
     # Embedded: gold replays would share the one engine with the raw INSERTs.
-    embedded = is_embedded(clickhouse_dsn())
     return [
         gold_asset(table, tenants, partitions_def, lookback, embedded)
         for table in GOLD_TABLES.values()

@@ -1,11 +1,22 @@
-"""A check's outcome for one tenant-day, and its Dagster form (a partitioned check evaluation)."""
+"""A check's outcome for one tenant-day, and its Dagster form: a partitioned check evaluation per
+tenant-day, plus the step's check outputs once all of them are reported."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetKey, MetadataValue
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    MetadataValue,
+    Output,
+)
+
+from atlas_dagster.dagster_internals import check_output_name
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,20 @@ def to_evaluation(
         blocking=False,
         partition=partition_key,
     )
+
+
+def check_outputs(context: AssetExecutionContext) -> Iterator[Output]:
+    """The step's selected checks, reported as done: yield after their per-partition evaluations.
+
+    Dagster expects one output per selected check of a step. For an AssetCheckResult it yields
+    that output itself (Output(None) next to the evaluation, in
+    dagster/_core/execution/plan/execute_step.py `_process_user_event`); evaluations yielded
+    directly carry no output, so without these the step logs "did not yield or return expected
+    outputs". One output per check whatever the number of tenant-days: the results stay the
+    per-partition evaluations.
+    """
+    for check_key in sorted(context.selected_asset_check_keys, key=lambda k: k.to_user_string()):
+        yield Output(None, output_name=check_output_name(context.assets_def, check_key))
 
 
 def _metadata_value(value: Any) -> MetadataValue:

@@ -1,4 +1,4 @@
-"""Runs `dagster dev` (webserver + daemon) on loopback: for the demo, tests and benchmarks."""
+"""Runs `dagster dev` (webserver + daemon) on loopback for `atlas-dagster demo`; stops it after."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from atlas_dagster.settings import PROJECT_ROOT
+from atlas_dagster.settings import atlas_home
 
 READY_TIMEOUT_SECONDS = 120.0
 
@@ -41,11 +39,6 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def write_tenants(path: Path, tenants: list[dict]) -> Path:
-    path.write_text(yaml.safe_dump({"tenants": tenants}))
-    return path
-
-
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
@@ -54,39 +47,25 @@ def _ready(url: str) -> bool:
         return False
 
 
-def isolated_env(work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None) -> dict:
-    """A new DAGSTER_HOME (with the project's dagster.yaml) and embedded engine under `work`."""
-    home = work / "dagster_home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
-    return os.environ | {
-        "DAGSTER_HOME": str(home),
-        "ATLAS_TENANTS_FILE": str(tenants_file),
-        "ATLAS_CLICKHOUSE_DSN": f"chdb://{work / 'clickhouse'}",
-        **(extra_env or {}),
-    }
-
-
-@contextlib.contextmanager
-def run_dagster_dev(
-    work: Path, tenants_file: Path, extra_env: dict[str, str] | None = None
-) -> Iterator[DagsterStack]:
-    """Starts `dagster dev` on a fresh instance and engine under `work`; stops it after."""
-    with serve(isolated_env(work, tenants_file, extra_env), work / "dagster-dev.log") as stack:
-        yield stack
-
-
 @contextlib.contextmanager
 def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Iterator[DagsterStack]:
-    """Starts `dagster dev` (webserver + daemon) with this environment; stops it after."""
+    """Starts `dagster dev` (webserver + daemon) with this environment; stops it after.
+
+    The code location is the installed module (no workspace file, no checkout), run from
+    ATLAS_HOME so that its relative defaults resolve as they do for the command line."""
+    if not env.get("DAGSTER_HOME"):
+        raise ValueError(
+            "DAGSTER_HOME is not set: point it at the Dagster instance directory (with this "
+            "project's dagster.yaml; `make demo` uses .dagster_home)"
+        )
     port = port or free_port()
     home = Path(env["DAGSTER_HOME"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
         str(Path(sys.executable).parent / "dagster"),
         "dev",
-        "-w",
-        str(PROJECT_ROOT / "workspace.yaml"),
+        "-m",
+        "atlas_dagster.definitions",
         "-h",
         "127.0.0.1",
         "-p",
@@ -95,7 +74,7 @@ def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Itera
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command,
-            cwd=PROJECT_ROOT,
+            cwd=atlas_home(env),
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -19,7 +19,7 @@ from atlas_dagster.demo_data import write_demo_exports
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import PROJECT_ROOT, tenants_file
+from atlas_dagster.settings import atlas_home, tenants_file
 from atlas_dagster.tenants import Tenant, load_tenants
 
 GOLD_WAIT_SECONDS = 600
@@ -37,7 +37,7 @@ def _dagster(url: str) -> Iterator[DagsterApi]:
         return
     except DagsterApiError:
         pass
-    log_path = PROJECT_ROOT / ".atlas" / "demo-dagster-dev.log"
+    log_path = atlas_home() / ".atlas" / "demo-dagster-dev.log"
     print(f"starting dagster dev (webserver + daemon) on 127.0.0.1:{DEMO_PORT}; log: {log_path}")
     with serve(dict(os.environ), log_path, port=DEMO_PORT) as stack:
         yield DagsterApi(stack.url)

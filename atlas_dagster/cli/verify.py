@@ -11,7 +11,6 @@ from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.backfill import window_arguments
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
-from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -45,7 +44,7 @@ def run_verify(args: argparse.Namespace) -> int:
             list(definitions.assets or []),
             selection=AssetSelection.checks(*check_keys),
             instance=instance,
-            resources={"clickhouse": ClickHouseResource()},
+            resources=definitions.resources,  # ClickHouse as the code location wires it
             tags={
                 "dagster/asset_partition_range_start": f"{first}|{tenant.key}",
                 "dagster/asset_partition_range_end": f"{last}|{tenant.key}",

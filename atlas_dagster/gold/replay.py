@@ -32,6 +32,7 @@ class DayReplay:
 class Reconciliation:
     gold: dict[str, Number]
     raw: dict[str, Number]
+    replayed: bool  # False: gold holds no row at all (not even a tombstone) for the day
 
     @property
     def mismatches(self) -> list[str]:
@@ -109,9 +110,11 @@ def reconcile_day(
 ) -> Reconciliation:
     """Gold's counts and sums for the tenant-day next to the same figures computed from raw."""
     text = sql.query(table.reconcile_query, **table.source_tables())
-    [row] = query_rows(client, text, day_parameters(table, tenant, day, lookback_days))
+    parameters = day_parameters(table, tenant, day, lookback_days)
+    [row] = query_rows(client, text, parameters)
     gold = {k.removeprefix("gold_"): v for k, v in row.items() if k.startswith("gold_")}
     raw = {k.removeprefix("raw_"): v for k, v in row.items() if k.startswith("raw_")}
     if gold.keys() != raw.keys():
         raise ValueError(f"{table.reconcile_query}: gold {sorted(gold)} vs raw {sorted(raw)}")
-    return Reconciliation(gold, raw)
+    replayed = sql.query("gold_day_replayed", gold_table=identifier(table.name))
+    return Reconciliation(gold, raw, bool(int(client.command(replayed, parameters=parameters))))

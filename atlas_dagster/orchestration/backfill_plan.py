@@ -13,8 +13,6 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.settings import parallel_inserts, ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError
 
-ONLY_MODES = ("all", "missing", "failed")
-
 
 @dataclass(frozen=True)
 class PlannedDay:

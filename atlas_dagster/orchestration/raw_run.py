@@ -20,6 +20,7 @@ from dagster import (
     AssetMaterialization,
     Failure,
     MetadataValue,
+    Output,
 )
 
 from atlas_dagster.checks.raw import (
@@ -28,7 +29,7 @@ from atlas_dagster.checks.raw import (
     session_outcomes,
     window_outcomes,
 )
-from atlas_dagster.checks.results import CheckOutcome, to_evaluation
+from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading.inbound import (
@@ -170,7 +171,7 @@ class RawRun:
         # Per tenant key: when its progress metadata was last read (monotonic seconds).
         self._progress_read: dict[str, float] = {}
 
-    def events(self) -> Iterator[AssetMaterialization]:
+    def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
         covered_by = context.run.tags.get(COVERED_BY_TAG)
         if covered_by:
@@ -191,6 +192,7 @@ class RawRun:
             yield from self._load(loading, partition_keys)
         if checking_only:
             self._verify(checking_only, partition_keys)
+        yield from check_outputs(context)  # every day's check evaluations are logged by now
         if self.failed:
             shown = ", ".join(self.failed[:20]) + (" …" if len(self.failed) > 20 else "")
             raise Failure(

@@ -217,7 +217,7 @@ class ClickHouseResource(ConfigurableResource):
                     _KEPT[dsn] = (engine, users - 1)
                 else:
                     del _KEPT[dsn]
-                    engine.close()
+                    engine.shut()
 
 
 def apply_schema(client: Client) -> int:

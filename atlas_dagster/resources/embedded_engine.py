@@ -30,6 +30,10 @@ from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
 
 POLL_SECONDS = 0.05
 HANDOVER_SECONDS = 2.0  # how long a holder that yielded lets its waiters take the engine first
+# An engine kept open with no unit for this long is idle (its process waits on something else,
+# e.g. an INSERT slot): handed over to a waiting process. Units of a busy run follow each other
+# within milliseconds, so they keep the engine.
+IDLE_HANDOVER_SECONDS = 1.0
 # ClickHouse writes its pid into <data dir>/status while it holds the directory.
 _STATUS_PID_RE = re.compile(r"^PID: (\d+)$", re.MULTILINE)
 
@@ -254,6 +258,12 @@ class KeptEngine:
         self._turn = threading.Lock()
         self._handle: IO[str] | None = None
         self._client: Client | None = None
+        # Between units the process may wait on something else (an INSERT slot another process
+        # holds while it waits for this engine): a watcher hands the idle engine over too.
+        self._stopped = threading.Event()
+        self._idle_since = time.monotonic()
+        self._watcher = threading.Thread(target=self._hand_over_when_idle, daemon=True)
+        self._watcher.start()
 
     @contextlib.contextmanager
     def unit(
@@ -282,7 +292,27 @@ class KeptEngine:
                     self.close()
                 _let_waiters_in(self.data_dir, waiters)
         finally:
+            self._idle_since = time.monotonic()
             self._turn.release()
+
+    def _hand_over_when_idle(self) -> None:
+        while not self._stopped.wait(POLL_SECONDS):
+            if not self._turn.acquire(blocking=False):
+                continue  # a unit is running: it hands over at its end
+            try:
+                idle = time.monotonic() - self._idle_since >= IDLE_HANDOVER_SECONDS
+                waiters = other_waiters(self.data_dir) if idle and self._client else set()
+                if waiters:
+                    self.close()
+                    _let_waiters_in(self.data_dir, waiters)
+            finally:
+                self._turn.release()
+
+    def shut(self) -> None:
+        """Stops the idle watcher and closes the engine: the end of the kept_open() scope."""
+        self._stopped.set()
+        self._watcher.join()
+        self.close()
 
     def close(self) -> None:
         client, handle = self._client, self._handle
