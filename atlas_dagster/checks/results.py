@@ -49,8 +49,8 @@ def check_outputs(context: AssetExecutionContext) -> Iterator[Output]:
     """The step's selected checks, reported as done: yield after their per-partition evaluations.
 
     Dagster expects one output per selected check of a step. For an AssetCheckResult it yields
-    that output itself (Output(None) next to the evaluation, in
-    dagster/_core/execution/plan/execute_step.py `_process_user_event`); evaluations yielded
+    that output itself (Output(None) next to the evaluation, in its step execution's
+    `_process_user_event`, dagster 1.13.27); evaluations yielded
     directly carry no output, so without these the step logs "did not yield or return expected
     outputs". One output per check whatever the number of tenant-days: the results stay the
     per-partition evaluations.
