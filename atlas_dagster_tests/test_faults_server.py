@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
-import subprocess
-import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -18,7 +15,6 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.dagster_dev import free_port
 from atlas_dagster.loading.inbound import insert_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
@@ -26,6 +22,11 @@ from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.fake_clickhouse import fake_clickhouse, prepared_day
 from atlas_dagster_tests.faults_support import python
+from atlas_dagster_tests.postgres_server import (
+    PostgresServer,
+    postgres_instance_yaml,
+    postgres_server,
+)
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
@@ -105,7 +106,12 @@ LOADER = textwrap.dedent(
     from atlas_dagster.loading.inbound import insert_day
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.tenants import load_tenants
-    from atlas_dagster_tests.fake_clickhouse import prepared_day
+    from atlas_dagster_tests.postgres_server import (
+    PostgresServer,
+    postgres_instance_yaml,
+    postgres_server,
+)
+from atlas_dagster_tests.fake_clickhouse import prepared_day
     url, day, rows = sys.argv[1], dt.date.fromisoformat(sys.argv[2]), int(sys.argv[3])
     [tenant] = load_tenants(__import__("pathlib").Path(os.environ["ATLAS_TENANTS_FILE"]))
     with DagsterInstance.get() as instance:
@@ -172,65 +178,20 @@ def test_a_killed_holder_does_not_keep_the_day_and_a_wait_names_it(tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL on loopback, run as the `postgres` OS user (initdb refuses root).
-
-    Kept minimal here; the fleet's PostgreSQL fixture can replace it once merged."""
-    # Not under pytest's root-only temp folder: the postgres user must reach it.
-    base = Path(tempfile.mkdtemp(prefix="atlas-faults-pg-"))
-    data = base / "data"
-    shutil.chown(base, "postgres", "postgres")
-    run_as = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*run_as, "initdb", "-A", "trust", "-U", "postgres", "-D", str(data)],
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    server = subprocess.Popen(
-        [*run_as, "postgres", "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(base)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while (
-            subprocess.run(
-                ["pg_isready", "-h", "127.0.0.1", "-p", str(port)], capture_output=True
-            ).returncode
-            != 0
-        ):
-            assert server.poll() is None and time.monotonic() < deadline, "postgres did not start"
-            time.sleep(0.2)
-        subprocess.run(
-            [
-                "psql",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "postgres",
-                "-c",
-                "CREATE DATABASE dagster",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/dagster"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        shutil.rmtree(base, ignore_errors=True)
+def postgres() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
+        yield server
 
 
 def test_on_a_postgres_instance_the_day_is_an_advisory_lock_its_killed_holder_frees(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, env = _site(tmp_path)
-    Path(env["DAGSTER_HOME"], "dagster.yaml").write_text(
-        f"storage:\n  postgres:\n    postgres_url: {postgres_url}\ntelemetry:\n  enabled: false\n"
-    )
+    # The production instance file: the connection comes from ATLAS_DAGSTER_PG_* variables.
+    Path(env["DAGSTER_HOME"], "dagster.yaml").write_text(postgres_instance_yaml())
+    env.update(postgres.env)
+    for name, value in postgres.env.items():
+        monkeypatch.setenv(name, value)
     holder = python(HOLDER, "http://127.0.0.1:9", DAY.isoformat(), env=env)
     holder.wait_for(lambda line: line == "held", timeout=120)
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
