@@ -22,8 +22,9 @@ from atlas_dagster.orchestration.pools import (
     reclaim_dead_claims,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.embedded_engine import other_waiters
 from atlas_dagster_tests.bulk_exports import write_bulk_day
-from atlas_dagster_tests.faults_support import LOCK_HOLDER, fault_site, python
+from atlas_dagster_tests.faults_support import LOCK_HOLDER, Process, fault_site, python
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
@@ -101,16 +102,27 @@ def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
 
 
 def _leak_while_waiting_for_the_engine(
-    site, day: dt.date, instance: DagsterInstance, index: int
+    site, day: dt.date, instance: DagsterInstance, holder: Process
 ) -> str:
-    """A `load` whose run took a slot and waits for the engine, SIGKILLed there."""
+    """A `load` whose run took a slot and waits for the engine, SIGKILLed there.
+
+    The load touches the engine several times before its slot claim (the CLI's check, its sweep,
+    the run's bulk read): the holder lets each such wait through and retakes the engine, until
+    the run holds a slot and waits again."""
     load = site.load(day)
-    (site.work / f"pass-{index}").write_text(str(load.pid))  # the holder lets its check pass
-    load.wait_for(lambda line: "waiting for embedded ClickHouse" in line and "holder" in line)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not any(c.claimed for c in claims(instance, INSERT_POOL) if str(load.pid) in c.step_key):
-        assert time.monotonic() < deadline, load.output
-        time.sleep(0.1)
+        assert time.monotonic() < deadline and load.popen.poll() is None, load.output
+        if any(w.startswith(f"{load.pid}-") for w in other_waiters(site.data_dir)):
+            passes = sum(1 for path in site.work.glob("pass-*"))
+            retaken = holder.lines.count("retaken")
+            (site.work / f"pass-{passes}").write_text(str(load.pid))
+            while holder.lines.count("retaken") == retaken:
+                assert time.monotonic() < deadline, holder.output
+                time.sleep(0.02)
+        time.sleep(0.05)
+    # Its slot is claimed: the run now waits for the engine the holder retook.
+    load.wait_for(lambda line: "waiting for embedded ClickHouse" in line and "holder" in line)
     load.kill()
     return load.output
 
@@ -132,8 +144,8 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         # Leaks 1 and 2: runs killed while waiting for the engine (no backfill_log row yet).
         holder = python(LOCK_HOLDER, str(site.data_dir), str(site.work), env=site.env)
         holder.wait_for(lambda line: line == "held")
-        for index, day in enumerate(LEAK_DAYS):
-            output = _leak_while_waiting_for_the_engine(site, day, instance, index)
+        for day in LEAK_DAYS:
+            output = _leak_while_waiting_for_the_engine(site, day, instance, holder)
             # The wait was visible in the run's log, naming the holder's process and run.
             assert f":{holder.pid}:" in output and "(Dagster run holder)" in output, output
         holder.kill()
