@@ -35,11 +35,11 @@ def day(n: int) -> dt.date:
     return dt.date(2026, 11, n)
 
 
-def raw_and_gold(tenants: list[Tenant]) -> list:
+def raw_and_gold(tenants: list[Tenant], embedded: bool = True) -> list:
     partitions_def = partitions_for(tenants)
     return [
         *raw_assets(tenants, partitions_def),
-        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK, embedded=True),
+        *gold_assets(tenants, partitions_def, lookback_days=LOOKBACK, embedded=embedded),
     ]
 
 
@@ -47,9 +47,15 @@ class Sensor:
     """Evaluates the gold conditions like the automation sensor does, carrying its cursor."""
 
     def __init__(
-        self, clickhouse: ClickHouseResource, tenants: list[Tenant], instance: DagsterInstance
+        self,
+        clickhouse: ClickHouseResource,
+        tenants: list[Tenant],
+        instance: DagsterInstance,
+        embedded: bool = True,
     ) -> None:
-        self.defs = Definitions(assets=raw_and_gold(tenants), resources={"clickhouse": clickhouse})
+        self.defs = Definitions(
+            assets=raw_and_gold(tenants, embedded), resources={"clickhouse": clickhouse}
+        )
         self.clickhouse, self.tenants, self.instance = clickhouse, tenants, instance
         self.cursor = None
 
@@ -215,13 +221,12 @@ def test_in_embedded_mode_a_tenants_gold_waits_while_its_raw_is_loading(
 
 
 def test_against_a_server_gold_fills_in_day_by_day_while_the_raw_run_goes_on(
-    clickhouse, make_tenant, monkeypatch
+    clickhouse,
+    make_tenant,
 ) -> None:
     tenant = make_tenant(("casino",))
-    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", "http://127.0.0.1:8123")  # server-mode condition
     with instance_for_test() as instance:
-        sensor = Sensor(clickhouse, [tenant], instance)
-        monkeypatch.undo()
+        sensor = Sensor(clickhouse, [tenant], instance, embedded=False)  # the server-mode shape
         run = _start_raw_run(instance, f"{day(3)}|{tenant.key}", f"{day(5)}|{tenant.key}")
         sensor.land(tenant, "casino", day(5))  # the run's newest day landed, 3 and 4 loading
         assert sensor.tick() == {
@@ -233,14 +238,13 @@ def test_against_a_server_gold_fills_in_day_by_day_while_the_raw_run_goes_on(
 
 
 def test_a_reload_in_progress_holds_gold_until_the_day_lands_again(
-    clickhouse, make_tenant, monkeypatch
+    clickhouse,
+    make_tenant,
 ) -> None:
     tenant = make_tenant(("casino",))
     key = f"{day(4)}|{tenant.key}"
-    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", "http://127.0.0.1:8123")
     with instance_for_test() as instance:
-        sensor = Sensor(clickhouse, [tenant], instance)
-        monkeypatch.undo()
+        sensor = Sensor(clickhouse, [tenant], instance, embedded=False)  # the server-mode shape
         sensor.land(tenant, "casino", day(4))
         run = _start_raw_run(instance, key)  # the day is being re-loaded before the tick
         assert sensor.tick() == {}  # landed once, but loading again: not requested
