@@ -14,7 +14,8 @@ import time
 
 import pytest
 import yaml
-from dagster import DagsterInstance, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.test_utils import create_run_for_test
 
 from atlas_dagster import dagster_internals as internals
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
@@ -82,7 +83,12 @@ def test_stock_queue_still_gives_each_insert_slot_to_the_newest_waiting_day(tmp_
         api = DagsterApi(stack.url)
         with DagsterInstance.from_config(str(stack.home)) as instance:
             internals.set_pool_limit(instance, INSERT_POOL, 1)
-            assert internals.claim_pool_slot(instance, INSERT_POOL, "busy", "other-backfill", 0)
+            # Another backfill's INSERT, held by a run the instance knows as STARTED: a claim of an
+            # unknown run would be freed as dead by the first waiting claimant.
+            busy = create_run_for_test(
+                instance, job_name="other", status=DagsterRunStatus.STARTED
+            ).run_id
+            assert internals.claim_pool_slot(instance, INSERT_POOL, busy, "other-backfill", 0)
             ranges = [(f"{_day(a)}|{tenant.key}", f"{_day(b)}|{tenant.key}") for a, b in RANGES]
             backfill_id = api.launch_backfill({"tbt_raw_events_casino": ranges}, "stock", {})
             _wait_until(
@@ -90,7 +96,7 @@ def test_stock_queue_still_gives_each_insert_slot_to_the_newest_waiting_day(tmp_
                 "the three runs to wait for an INSERT slot",
                 stack,
             )
-            internals.free_pool_slot(instance, "busy", "other-backfill")
+            internals.free_pool_slot(instance, busy, "other-backfill")
             _wait_until(
                 lambda: api.backfill_status(backfill_id)["status"] in FINISHED_BACKFILL_STATUSES,
                 "the backfill to finish",
