@@ -59,6 +59,9 @@ def _site(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # Create the instance's SQLite schema once: two processes opening a fresh home at the same
+    # moment race on CREATE TABLE ("table backfill_tags already exists", seen in CI).
+    DagsterInstance.from_config(str(home)).dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "DAGSTER_"))}
     env |= {
         "ATLAS_TENANTS_FILE": str(tenants_file),
