@@ -272,3 +272,30 @@ def test_footer_statistics_refuse_nulls_and_foreign_ids_before_any_insert(
     entry = log_row(clickhouse, tenant, "casino", DAY)
     assert entry["status"] == "failed" and "part-7.parquet" in entry["error_message"]
     assert _raw_count(clickhouse, tenant) == 0
+
+
+def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
+    """backfill_log rows are written as escaped literals: any text (quotes, backslashes, control
+    characters, SQL, placeholders) comes back as written, and a version one microsecond later
+    wins FINAL."""
+    from atlas_dagster.checks.raw import read_log_row
+    from atlas_dagster.loading import backfill_log
+    from atlas_dagster.resources.clickhouse import ensure_schema
+    from atlas_dagster.tenants import Tenant
+
+    nasty = "".join(map(chr, range(256))) + "é€😀 {x:String} %(y)s $rows ?'); DROP TABLE t; --\\"
+    tenant = Tenant("org-lit'\\", "main\n", "file:///nowhere", DAY, DAY, ("casino",))
+    entry = backfill_log.LogEntry(tenant.organization_id, tenant.brand_id, "casino", DAY, nasty)
+    entry.s3_path, entry.error_message, entry.worker = nasty[::-1], nasty, nasty[:40]
+    with clickhouse.session() as client:
+        ensure_schema(client)
+        backfill_log.write(client, entry, "running")
+        # A version ahead of the clock, so that the next one is exactly 1 µs later.
+        entry.updated_at = (entry.updated_at + dt.timedelta(days=1)).replace(microsecond=0)
+        backfill_log.write(client, entry, "failed")
+        row = read_log_row(client, tenant, CASINO, DAY)
+    assert row["status"] == "failed"
+    assert (row["error_message"], row["run_id"]) == (nasty, nasty)
+    assert row["s3_path"] == nasty[::-1]
+    assert row["updated_at"].replace(tzinfo=None) == entry.updated_at
+    assert entry.updated_at.microsecond == 1

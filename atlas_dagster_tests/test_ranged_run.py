@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import DagsterEventType, instance_for_test, materialize
+from dagster import AssetKey, DagsterEventType, instance_for_test, materialize
 
 from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.checks.raw import day_outcomes
+from atlas_dagster.checks.results import to_evaluation
+from atlas_dagster.domains import get_domain
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.partitions import partitions_for
@@ -131,5 +134,30 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
     assert set(per_partition.values()) == {3}
     failed = {(e.asset_key.path[-1], e.partition, e.check_name) for e in checks if not e.passed}
     assert ("tbt_raw_events_transactions", f"{BROKEN}|{tenant.key}", "log_completed") in failed
+    # A loaded day's checks come from the count and log row the load took and wrote: the same
+    # evaluations as reading the log back with FINAL.
+    by_check = {(e.asset_key.path[-1], e.partition, e.check_name): e for e in checks}
+    with clickhouse.session() as client:
+        for domain in DOMAINS:
+            for day in (FIRST, RELOADED, LAST):
+                asset, partition = f"tbt_raw_events_{domain}", f"{day}|{tenant.key}"
+                files = by_check[(asset, partition, "schema_conformance")].metadata["files"]
+                fresh = day_outcomes(
+                    client,
+                    tenant,
+                    get_domain(domain),
+                    day,
+                    expected[(domain, day)],
+                    None,
+                    files.value,
+                )
+                for outcome in fresh:
+                    read = to_evaluation(AssetKey(asset), partition, outcome)
+                    loaded = by_check[(asset, partition, outcome.check_name)]
+                    assert read.passed and loaded.passed, (asset, partition, outcome)
+                    assert (loaded.description, loaded.metadata) == (
+                        read.description,
+                        read.metadata,
+                    )
     # Progress metadata rides on the first and the last materialization, not on every day.
     assert last_has_progress and 2 <= len(with_progress) < len(materialized)

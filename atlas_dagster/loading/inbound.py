@@ -319,13 +319,14 @@ def insert_day(
     prepared: PreparedDay,
     run_id: str,
     canceled: threading.Event | None = None,
-    after_load: Callable[[Client, int], None] | None = None,
+    after_load: Callable[[Client, backfill_log.LogEntry], None] | None = None,
     known: KnownDays | None = None,
 ) -> DayLoad:
     """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
 
-    `after_load(client, rows_loaded)` runs in the same engine session once 'completed' is logged
-    (the day's checks), so that a day costs one session and one count of the raw table. `known`
+    `after_load(client, entry)` runs in the same engine session once 'completed' is logged, with
+    the row just written (the day's checks), so that a day costs one session and one count of the
+    raw table. `known`
     is the run's bulk read of attempts and days with rows (read here for this day without it).
     Each step's time goes to `prepared.timer`; insert_seconds is the INSERT statement alone.
     """
@@ -375,7 +376,7 @@ def insert_day(
         with timer.phase("log_completed"):
             backfill_log.write(client, entry, "completed")
         if after_load is not None:
-            after_load(client, entry.rows_loaded)
+            after_load(client, entry)
     return DayLoad(
         rows_loaded=entry.rows_loaded,
         source_rows=entry.source_rows,

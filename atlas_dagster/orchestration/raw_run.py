@@ -32,6 +32,7 @@ from atlas_dagster.checks.raw import (
 from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
+from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.inbound import (
     DayLoad,
     KnownDays,
@@ -310,7 +311,7 @@ class RawRun:
         day_export = prepared.day_export
         self._query_ids[work] = prepared.query_id
 
-        def checks_in_session(client: Client, rows_loaded: int) -> None:
+        def checks_in_session(client: Client, entry: backfill_log.LogEntry) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
@@ -324,7 +325,8 @@ class RawRun:
                     day_export.num_rows,
                     None,
                     len(day_export.files),
-                    raw_events=rows_loaded,
+                    raw_events=entry.rows_loaded,
+                    log_row=backfill_log.as_row(entry),
                 )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
