@@ -13,6 +13,7 @@ from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
     ClaimCanceled,
     PoolLimitError,
+    RunSlots,
     ensure_insert_pool,
     insert_slot,
 )
@@ -121,3 +122,59 @@ def _wait_for_pending(instance: DagsterInstance, count: int) -> None:
     while len(instance.event_log_storage.get_concurrency_info(INSERT_POOL).pending_steps) < count:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def _claimed(instance: DagsterInstance) -> list[tuple[str, str]]:
+    info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
+    return [(s.run_id, s.step_key) for s in info.claimed_slots]
+
+
+def test_a_run_keeps_its_slot_between_inserts_while_nobody_waits() -> None:
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
+        run_id = _started_run(instance)
+        more = [True]
+        slots = RunSlots(instance, run_id, "raw_events", lambda: more[0])
+        canceled = threading.Event()
+        with slots.slot("raw_events[casino|day 3]", 3, canceled):
+            first = _claimed(instance)
+        assert _claimed(instance) == first  # kept between the two INSERTs
+        with slots.slot("raw_events[casino|day 2]", 2, canceled):
+            assert _claimed(instance) == first  # the same slot, no new claim
+        more[0] = False  # the run's last INSERT: its slot goes back to the pool
+        with slots.slot("raw_events[casino|day 1]", 1, canceled):
+            assert _claimed(instance) == first
+        assert _claimed(instance) == []
+        ((_, step_key),) = first
+        assert step_key.startswith("raw_events[insert slot 1]@")  # the worker, for dead claims
+        more[0] = True
+        with slots.slot("raw_events[casino|day 0]", 0, canceled):
+            pass
+        assert len(_claimed(instance)) == 1
+        slots.release()  # the run's loads ended
+        info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
+        assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
+    """The cap holds, and a newer day of another run waiting for the pool gets the slot at the
+    end of the current INSERT, before this run's next (older) day."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
+        canceled = threading.Event()
+        order: list[str] = []
+        with slots.slot("older run, day 10", 10, canceled):
+            other = threading.Thread(
+                target=_take,
+                args=(instance, _started_run(instance), "newer", 20, canceled, order),
+            )
+            other.start()
+            _wait_for_pending(instance, 2)  # the kept slot's own claim, and the waiting one
+            order.append("older run, day 10")
+        with slots.slot("older run, day 9", 9, canceled):
+            order.append("older run, day 9")
+        other.join(timeout=10)
+        slots.release()
+        assert order == ["older run, day 10", "newer", "older run, day 9"]
+        assert _claimed(instance) == []

@@ -13,7 +13,7 @@ import datetime as dt
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
@@ -185,22 +185,20 @@ def ensure_insert_pool(instance: DagsterInstance) -> int:
     return info.limit
 
 
-@contextlib.contextmanager
-def insert_slot(
+def _claim(
     instance: DagsterInstance,
     run_id: str,
-    slot_key: str,
+    step_key: str,
+    what: str,
     priority: int,
     canceled: threading.Event,
-    log: WaitLog | None = None,
-) -> Iterator[None]:
-    """Holds one slot of the pool for one INSERT; waits its turn by priority, then creation, at
-    most ATLAS_SLOT_WAIT_SECONDS, reporting who holds the slots and freeing dead holders' ones.
-
-    A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
-    step_key = f"{slot_key}{_WORKER_SEPARATOR}{current_worker()}"
+    log: WaitLog | None,
+) -> None:
+    """Claims one slot under `step_key`; waits its turn by priority, then creation, at most
+    ATLAS_SLOT_WAIT_SECONDS, reporting who holds the slots and freeing dead holders' ones. A claim
+    that gives up (canceled, timed out, failed) is withdrawn."""
     wait = BoundedWait(
-        f"a slot of pool {INSERT_POOL} for {slot_key}", slot_wait_seconds(), log, SlotWaitTimeout
+        f"a slot of pool {INSERT_POOL} for {what}", slot_wait_seconds(), log, SlotWaitTimeout
     )
     waited = False
     next_reclaim = time.monotonic()
@@ -221,6 +219,98 @@ def insert_slot(
             wait.done()
         if canceled.is_set():
             raise ClaimCanceled("the run was canceled before this INSERT started")
+    except BaseException:
+        free_pool_slot(instance, run_id, step_key)
+        raise
+
+
+@contextlib.contextmanager
+def insert_slot(
+    instance: DagsterInstance,
+    run_id: str,
+    slot_key: str,
+    priority: int,
+    canceled: threading.Event,
+    log: WaitLog | None = None,
+) -> Iterator[None]:
+    """Holds one slot of the pool for one INSERT (see `_claim` for the wait).
+
+    A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
+    step_key = f"{slot_key}{_WORKER_SEPARATOR}{current_worker()}"
+    _claim(instance, run_id, step_key, slot_key, priority, canceled, log)
+    try:
         yield
     finally:
         free_pool_slot(instance, run_id, step_key)
+
+
+def claims_waiting(instance: DagsterInstance, pool: str = INSERT_POOL) -> bool:
+    """Whether any claim of the pool waits for a slot (three reads of the instance, no write)."""
+    return any(p.assigned_timestamp is None for p in pool_info(instance, pool).pending_steps)
+
+
+class RunSlots:
+    """The slots of the pool one run holds, each kept from one of its INSERTs to the next while
+    no other claim waits for a slot, instead of claimed and freed for every INSERT.
+
+    A claim and its free cost about ten instance transactions (SQLite writes for a local
+    instance): measured 69 ms of Python a 5k-row tenant-day, on the 2 cores the engine needs.
+    The cap is unchanged (a kept slot is a claimed slot). A slot is kept only while the run still
+    has days to dispatch and the pool has no waiting claim: otherwise it is freed at the end of
+    its INSERT, exactly as a per-INSERT claim would be, so that the pool's queue (priority, then
+    creation) gives it to the newest waiting day of any run. Kept slots carry this process's
+    worker in their step key like every claim, so a killed process's slots are freed as dead
+    (`reclaim_dead_claims`); `release()` frees the idle ones when the run's loads end.
+    """
+
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        run_id: str,
+        step: str,
+        more_to_come: Callable[[], bool],
+        log: WaitLog | None = None,
+    ) -> None:
+        self.instance = instance
+        self.run_id = run_id
+        self.step = step
+        self.more_to_come = more_to_come
+        self.log = log
+        self._lock = threading.Lock()
+        self._idle: list[str] = []
+        self._claimed = 0
+
+    def _new_step_key(self) -> str:
+        with self._lock:
+            self._claimed += 1
+            number = self._claimed
+        return f"{self.step}[insert slot {number}]{_WORKER_SEPARATOR}{current_worker()}"
+
+    @contextlib.contextmanager
+    def slot(self, what: str, priority: int, canceled: threading.Event) -> Iterator[None]:
+        """Holds a slot for the INSERT of `what`: a kept one if the run has one idle, else a new
+        claim waiting its turn (named after `what` in the wait's reports)."""
+        with self._lock:
+            step_key = self._idle.pop() if self._idle else None
+        if step_key is None:
+            step_key = self._new_step_key()
+            _claim(self.instance, self.run_id, step_key, what, priority, canceled, self.log)
+        keep = False
+        try:
+            if canceled.is_set():
+                raise ClaimCanceled("the run was canceled before this INSERT started")
+            yield
+            keep = self.more_to_come() and not claims_waiting(self.instance)
+        finally:
+            if keep:
+                with self._lock:
+                    self._idle.append(step_key)
+            else:
+                free_pool_slot(self.instance, self.run_id, step_key)
+
+    def release(self) -> None:
+        """Frees the slots kept idle (the run has no more INSERTs to start)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for step_key in idle:
+            free_pool_slot(self.instance, self.run_id, step_key)

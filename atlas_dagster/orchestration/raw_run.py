@@ -49,9 +49,9 @@ from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.orchestration.pools import (
     ClaimCanceled,
+    RunSlots,
     day_priority,
     ensure_insert_pool,
-    insert_slot,
 )
 from atlas_dagster.orchestration.run_coordinator import (
     COVERED_BY_TAG,
@@ -171,6 +171,8 @@ class RawRun:
         self._known: dict[str, KnownDays] = {}
         # Per tenant key: when its progress metadata was last read (monotonic seconds).
         self._progress_read: dict[str, float] = {}
+        # The run's slots of the INSERT pool, set while its loads run.
+        self._slots: RunSlots | None = None
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -249,21 +251,27 @@ class RawRun:
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
             f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
         )
+        self._slots = RunSlots(
+            self.context.instance, self.run_id, RAW_STEP, scheduler.has_pending, self.context.log
+        )
         # Embedded: one open engine for the run's days, handed over whenever another waits.
         with self.clickhouse.kept_open():
             self._read_known(works)
             held: RawResult | None = None
-            for outcome in scheduler.run(
-                on_started=lambda w: self.context.log.info(
-                    f"INSERT started: {w.label} (worker {current_worker()})"
-                ),
-                on_cancel=self._kill_in_flight,
-            ):
-                # One day behind, so that the run's last materialization can carry the
-                # tenant's progress as the run leaves it.
-                if held is not None:
-                    yield from self._report(held)
-                held = outcome.result
+            try:
+                for outcome in scheduler.run(
+                    on_started=lambda w: self.context.log.info(
+                        f"INSERT started: {w.label} (worker {current_worker()})"
+                    ),
+                    on_cancel=self._kill_in_flight,
+                ):
+                    # One day behind, so that the run's last materialization can carry the
+                    # tenant's progress as the run leaves it.
+                    if held is not None:
+                        yield from self._report(held)
+                    held = outcome.result
+            finally:
+                self._slots.release()
             if held is not None:
                 if held.load is not None and not held.progress:
                     self._add_progress(held, force=True)
@@ -330,16 +338,10 @@ class RawRun:
                 )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
+        assert self._slots is not None
         try:
             wait_started = (time.monotonic(), process_cpu_seconds())
-            with insert_slot(
-                self.context.instance,
-                self.run_id,
-                slot_key,
-                day_priority(day),
-                canceled,
-                self.context.log,
-            ):
+            with self._slots.slot(slot_key, day_priority(day), canceled):
                 prepared.timer.add(
                     "slot_wait",
                     time.monotonic() - wait_started[0],

@@ -122,6 +122,11 @@ class LoadScheduler(Generic[WorkT, ResultT]):
                 ramp.ramp_pending += 1
         return ramps
 
+    def has_pending(self) -> bool:
+        """Whether slots are still to be dispatched (none once the run is canceled)."""
+        with self._lock:
+            return bool(self._pending) and not self.canceled.is_set()
+
     def tenant_parallelism(self, tenant_key: str) -> int:
         return self.parallelism if self._ramps[tenant_key].passed else 1
 
