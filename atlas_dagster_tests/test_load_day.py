@@ -299,3 +299,50 @@ def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
     assert row["s3_path"] == nasty[::-1]
     assert row["updated_at"].replace(tzinfo=None) == entry.updated_at
     assert entry.updated_at.microsecond == 1
+
+
+def test_a_completed_row_carries_the_running_rows_waiting_behind_it(clickhouse) -> None:
+    """RunningRows: 'running' rows offered by loads waiting for the engine go into the next
+    'completed' INSERT; a row nobody took is withdrawn and written by its own load; a failed
+    INSERT leaves the waiting loads to write their own."""
+    from atlas_dagster.checks.raw import read_log_row
+    from atlas_dagster.loading import backfill_log
+    from atlas_dagster.resources.clickhouse import ensure_schema
+    from atlas_dagster.tenants import Tenant
+
+    tenant = Tenant("org-handoff", "main", "file:///nowhere", DAY, DAY, ("casino",))
+
+    def entry(day: dt.date) -> backfill_log.LogEntry:
+        return backfill_log.LogEntry(tenant.organization_id, "main", "casino", day, "run-h")
+
+    days = [DAY - dt.timedelta(days=i) for i in range(4)]
+    ahead, waiting_1, waiting_2, late = (entry(d) for d in days)
+    rows = backfill_log.RunningRows()
+    with clickhouse.session() as client:
+        ensure_schema(client)
+        backfill_log.write(client, ahead, "running")
+        offers = [rows.offer(waiting_1), rows.offer(waiting_2)]
+        backfill_log.write(client, ahead, "completed", rows)
+        assert [rows.own_row_needed(o) for o in offers] == [False, False]
+        assert rows.own_row_needed(rows.offer(late)) is True  # nobody took it
+        parts = client.query(
+            "SELECT status, partition_date, _part FROM atlas.backfill_log "
+            "WHERE organization_id = 'org-handoff'"
+        ).result_rows
+        # Written by one INSERT: one part (a merge would keep them together).
+        assert sorted((s, d) for s, d, _ in parts) == sorted(
+            [("running", DAY), ("completed", DAY), ("running", days[1]), ("running", days[2])]
+        )
+        assert len({p for s, d, p in parts if d != DAY or s == "completed"}) == 1
+        for day in days[1:3]:
+            row = read_log_row(client, tenant, CASINO, day)
+            assert row["status"] == "running" and row["attempt"] == 1
+
+        class Broken:
+            def command(self, *args, **kwargs):
+                raise RuntimeError("engine gone")
+
+        offer = rows.offer(late)
+        with pytest.raises(RuntimeError):
+            backfill_log.write(Broken(), waiting_1, "completed", rows)
+        assert rows.own_row_needed(offer) is True  # the INSERT that took it failed

@@ -159,5 +159,22 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
                         read.description,
                         read.metadata,
                     )
+        spans = {
+            (domain, day): client.query(
+                f"SELECT min(ingested_at), max(ingested_at) FROM atlas.tbt_raw_events_{domain} "
+                "WHERE organization_id = {o:String} AND event_date = {d:Date}",
+                parameters={"o": tenant.organization_id, "d": day},
+            ).result_rows[0]
+            for domain in DOMAINS
+            for day in (FIRST, LAST)
+        }
+    # Each day's own 'running' row (written by the day ahead of it on the engine, or by itself;
+    # its time is the 'completed' row's started_at) precedes its INSERT's rows, and its
+    # 'completed' row follows them.
+    for (domain, day), (first, last) in spans.items():
+        entry = log_row(clickhouse, tenant, domain, day)
+        started, updated = entry["started_at"], entry["updated_at"]
+        assert started.replace(tzinfo=None) < first.replace(tzinfo=None), (started, first)
+        assert last.replace(tzinfo=None) < updated.replace(tzinfo=None), (last, updated)
     # Progress metadata rides on the first and the last materialization, not on every day.
     assert last_has_progress and 2 <= len(with_progress) < len(materialized)
