@@ -1,6 +1,7 @@
 """Verify benchmark: the raw checks of one tenant over a long window, beside the bare engine.
 
-Run with `.venv/bin/python -m bench.bench_verify [--days 1096] [--rows 2] [--cli]`. One tenant
+Run with `.venv/bin/python -m bench.bench_verify [--days 1096] [--rows 2] [--cli sqlite,postgres]`,
+or `make bench BENCH=verify`. One tenant
 (file source, tiny exports: --rows rows in one file per tenant-day-domain) over --days days × 4
 domains, loaded into a fresh embedded engine through the inbound tables (one INSERT per domain)
 with a completed backfill_log row per day. Timed, in this process:
@@ -10,19 +11,22 @@ with a completed backfill_log row per day. Timed, in this process:
 * the bare engine reading the same files once: `SELECT _path, count() … GROUP BY _path` over
   the domain's window, the floor of any re-read of the exports.
 
-With --cli, then `atlas-dagster verify --layer raw` of the tenant end to end (Dagster run, check
-evaluations stored in a fresh SQLite instance, the printed table). Wall and CPU seconds (CPU
-includes the engine's threads: the machine is shared), and per tenant-day-domain milliseconds.
+With --cli sqlite,postgres, then `atlas-dagster verify --layer raw` of the tenant end to end (its
+check runs, their evaluations stored in a fresh Dagster instance on SQLite, then on a real
+PostgreSQL, the printed table). Wall and CPU seconds (CPU includes the engine's threads: the
+machine is shared), and per tenant-day-domain milliseconds.
 Results: a table on stdout and one JSON document appended to bench-results/verify.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +125,32 @@ def _bare_read(clickhouse, tenant, domain) -> int:
     return len(result.result_rows)
 
 
-def run(days: int, rows: int, cli: bool) -> list[dict[str, Any]]:
+@contextlib.contextmanager
+def _instance_env(work: Path, tenants_file: Path, storage: str) -> Iterator[dict[str, str]]:
+    """The variables of a fresh DAGSTER_HOME on SQLite (the default) or on a real PostgreSQL
+    (the production configuration, dagster.postgres.yaml); the caller sets the engine's."""
+    from atlas_dagster_tests.dagster_stack import isolated_env
+    from atlas_dagster_tests.postgres_server import postgres_instance_yaml, postgres_server
+
+    home = work / f"instance-{storage}"
+    if storage == "sqlite":
+        yield isolated_env(home, tenants_file)
+        return
+    with postgres_server() as server:
+        yield isolated_env(home, tenants_file, server.env, postgres_instance_yaml())
+
+
+def _bench_cli(env: dict[str, str], tenant, days: int, storage: str) -> dict[str, Any]:
+    org, brand = tenant.organization_id, tenant.brand_id
+    wall, cpu, done = timed_cli(env, "verify", "--org", org, "--brand", brand, "--layer", "raw")
+    summary = [line for line in done.stdout.splitlines() if " passed, " in line]
+    result = f"exit {done.returncode}: " + (summary[-1] if summary else done.stderr[-500:])
+    row = _row(f"atlas-dagster verify --layer raw, {storage} instance", wall, cpu, 4 * days, result)
+    print(f"  {row}", flush=True)
+    return row
+
+
+def run(days: int, rows: int, storages: list[str]) -> list[dict[str, Any]]:
     from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
@@ -147,22 +176,10 @@ def run(days: int, rows: int, cli: bool) -> list[dict[str, Any]]:
             flush=True,
         )
         results = bench_in_process(clickhouse, tenant, window)
-        if cli:
-            org, brand = tenant.organization_id, tenant.brand_id
-            wall, cpu, done = timed_cli(
-                env, "verify", "--org", org, "--brand", brand, "--layer", "raw"
-            )
-            summary = [line for line in done.stdout.splitlines() if " passed, " in line]
-            results.append(
-                _row(
-                    "atlas-dagster verify --layer raw (CLI, end to end)",
-                    wall,
-                    cpu,
-                    4 * days,
-                    f"exit {done.returncode}: " + (summary[-1] if summary else done.stderr[-500:]),
-                )
-            )
-            print(f"  {results[-1]}", flush=True)
+        for storage in storages:
+            with _instance_env(work, tenants_file, storage) as storage_env:
+                engine = {k: env[k] for k in ("ATLAS_HOME", "ATLAS_CLICKHOUSE_DSN")}
+                results.append(_bench_cli(storage_env | engine, tenant, days, storage))
     return results
 
 
@@ -183,9 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=1096, help="days in the window (3 years)")
     parser.add_argument("--rows", type=int, default=2, help="rows per tenant-day-domain")
-    parser.add_argument("--cli", action="store_true", help="also time `atlas-dagster verify`")
+    parser.add_argument(
+        "--cli",
+        default="",
+        help="also time `atlas-dagster verify` end to end on these Dagster instances: "
+        "sqlite, postgres or sqlite,postgres (default: none)",
+    )
     args = parser.parse_args(argv)
-    results = run(args.days, args.rows, args.cli)
+    results = run(args.days, args.rows, [s for s in args.cli.split(",") if s])
     print(render(results))
     out = REPO_ROOT / "bench-results"
     out.mkdir(exist_ok=True)
