@@ -24,7 +24,7 @@ from atlas_dagster.checks.raw import window_outcomes
 from atlas_dagster.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
-from atlas_dagster.exports.layout import ExportError, ExportSource
+from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, load_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import S3Settings, Tenant
@@ -227,6 +227,20 @@ def test_a_changed_or_removed_export_is_caught_after_the_load(clickhouse, make_t
 
 # --------------------------------------------------------------------------- the S3 path
 
+
+def _list_day(source: ExportSource, day: dt.date) -> DayExport | ExportError:
+    try:
+        return source.list_day("transactions", day)
+    except ExportError as exc:
+        return exc
+
+
+def _listed(export: DayExport | ExportError) -> list[tuple[str, int, int]] | str:
+    if isinstance(export, ExportError):
+        return str(export)
+    return [(f.uri, f.size, f.num_rows) for f in export.files]
+
+
 KEY_ENV = "ATLAS_TEST_WINDOW_S3_ACCESS_KEY_ID"
 SECRET_ENV = "ATLAS_TEST_WINDOW_S3_SECRET_ACCESS_KEY"
 
@@ -280,6 +294,12 @@ def test_s3_window_is_listed_in_one_pass_and_equals_day_by_day(
     assert not isinstance(listed[days[0]], Exception), listed[days[0]]
     assert [f.name for f in listed[days[0]].files] == ["part-0.parquet", "part-1.parquet"]
     assert isinstance(listed[days[4]], ExportError)
+    for start in (9, 10):  # windows from day=10 and day=11 (the walk's start key per digit)
+        window = days[start:]
+        assert {
+            day: _listed(export)
+            for day, export in source.list_window("transactions", window).items()
+        } == {day: _listed(_list_day(source, day)) for day in window}
 
     states = _bulk(clickhouse, tenant, days, monkeypatch)
     assert states == {day: _day_by_day(clickhouse, tenant, day) for day in days}
