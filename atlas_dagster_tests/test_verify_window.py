@@ -27,7 +27,7 @@ from atlas_dagster.exports import layout
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, load_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import describe
 from atlas_dagster.validation.schema import check_schema
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
@@ -245,23 +245,6 @@ KEY_ENV = "ATLAS_TEST_WINDOW_S3_ACCESS_KEY_ID"
 SECRET_ENV = "ATLAS_TEST_WINDOW_S3_SECRET_ACCESS_KEY"
 
 
-def _s3_tenant(server: S3Server) -> Tenant:
-    return Tenant(
-        "s3window",
-        "main",
-        f"s3://atlas-window-{secrets.token_hex(4)}/exports",
-        FIRST,
-        _day(20),
-        ("transactions",),
-        S3Settings(
-            endpoint_url=server.endpoint_url,
-            region="us-east-1",
-            access_key_id_env=KEY_ENV,
-            secret_access_key_env=SECRET_ENV,
-        ),
-    )
-
-
 def test_s3_window_is_listed_in_one_pass_and_equals_day_by_day(
     s3_server: S3Server,  # noqa: F811
     tmp_path: Path,
@@ -270,7 +253,14 @@ def test_s3_window_is_listed_in_one_pass_and_equals_day_by_day(
     monkeypatch.setenv(KEY_ENV, s3_server.access_key_id)
     monkeypatch.setenv(SECRET_ENV, s3_server.secret_access_key)
     clickhouse = ClickHouseResource(dsn=f"chdb://{tmp_path / 'clickhouse'}")
-    tenant = _s3_tenant(s3_server)
+    tenant = s3_server.tenant(
+        "s3window",
+        f"s3://atlas-window-{secrets.token_hex(4)}/exports",
+        (FIRST, _day(20)),
+        KEY_ENV,
+        SECRET_ENV,
+        ("transactions",),
+    )
     days, files = _window_files(tenant)
     # Days around the window, and a nested folder inside it, that the window must not take.
     outside = {_day(-1): {"part-0.parquet": b"x"}, _day(12): {"part-0.parquet": b"x"}}
