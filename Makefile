@@ -21,6 +21,9 @@ NO_TESTS_IS_FAILURE = || { status=$$?; [ $$status -ne 5 ] || echo "pytest collec
 # the fleet backfill, status and verify on SQLite and PostgreSQL (bench/bench_fleet_backfill.py).
 BENCH_FLEET_ARGS ?=
 BENCH_FLEET_BACKFILL_ARGS ?=
+# make bench BENCH=verify: verify of one tenant x 3 years (bench/bench_verify.py; e.g.
+# BENCH_VERIFY_ARGS="--cli sqlite,postgres" to time the CLI end to end too).
+BENCH_VERIFY_ARGS ?=
 
 .PHONY: install system-deps demo dev test test-fast lint bench clean
 
@@ -69,6 +72,7 @@ bench: install
 	$(if $(filter small,$(BENCH)),$(BIN)/python -m bench.bench_small $(BENCH_SMALL_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
+	$(if $(filter verify,$(BENCH)),$(BIN)/python -m bench.bench_verify $(BENCH_VERIFY_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home

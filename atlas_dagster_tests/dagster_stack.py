@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack, serve
 from atlas_dagster.tenants import Tenant
 
@@ -65,3 +66,17 @@ def run_dagster_dev(
     env = isolated_env(work, tenants_file, extra_env, instance_yaml)
     with serve(env, work / "dagster-dev.log") as stack:
         yield stack
+
+
+def launch_like_the_ui(api: DagsterApi, partition_names: list[str], assets: list[str]) -> str:
+    """The asset page's Materialize… dialog sends launchPartitionBackfill with these params;
+    returns the backfill's id."""
+    params = {
+        "partitionNames": partition_names,
+        "assetSelection": [{"path": [a]} for a in assets],
+        "fromFailure": False,
+        "tags": [],
+    }
+    result = api.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
+    assert result["__typename"] == "LaunchBackfillSuccess", result
+    return result["backfillId"]

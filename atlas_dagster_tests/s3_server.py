@@ -7,6 +7,7 @@ If `weed` cannot be found or does not come up, the fixture fails (it never skips
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import secrets
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from atlas_dagster.tenants import S3Settings, Tenant
+
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0
 
@@ -35,6 +38,27 @@ class S3Server:
     secret_access_key: str
     region: str = "us-east-1"
     data_dir: Path | None = None
+
+    def tenant(
+        self,
+        organization_id: str,
+        source: str,
+        days: tuple[dt.date, dt.date],
+        key_env: str,
+        secret_env: str,
+        domains: tuple[str, ...] = ("casino",),
+    ) -> Tenant:
+        """A tenant reading `source` (s3://bucket/prefix) from this server, its keys read from
+        the environment variables named (the tests set them to this server's keys)."""
+        return Tenant(
+            organization_id,
+            "main",
+            source,
+            days[0],
+            days[1],
+            domains,
+            S3Settings(self.endpoint_url, self.region, key_env, secret_env),
+        )
 
     def client(self, secret_access_key: str | None = None):
         import boto3

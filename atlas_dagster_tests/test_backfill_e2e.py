@@ -30,7 +30,7 @@ from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.orchestration.run_coordinator import HELD_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
 from atlas_dagster_tests.insert_timeline import insert_intervals, max_overlap
 
 pytestmark = pytest.mark.e2e
@@ -109,19 +109,6 @@ def _keys(days: list[dt.date]) -> list[str]:
     return [f"{d.isoformat()}|e2e.main" for d in days]
 
 
-def _launch_like_the_ui(api: DagsterApi, partition_names: list[str], assets: list[str]) -> str:
-    """The asset page's materialize dialog sends launchPartitionBackfill with these params."""
-    params = {
-        "partitionNames": partition_names,
-        "assetSelection": [{"path": [a]} for a in assets],
-        "fromFailure": False,
-        "tags": [],
-    }
-    result = api.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
-    assert result["__typename"] == "LaunchBackfillSuccess", result
-    return result["backfillId"]
-
-
 def _wait(api: DagsterApi, stack: DagsterStack, backfill_id: str) -> dict:
     deadline = time.monotonic() + BACKFILL_TIMEOUT_SECONDS
     status = api.backfill_status(backfill_id)
@@ -140,7 +127,7 @@ def test_graphql_backfill_runs_newest_first_with_ramp_up_and_cap(stack: DagsterS
     api = DagsterApi(stack.url)
     days = [FIRST + dt.timedelta(days=i) for i in range((LAST - FIRST).days + 1)]
     assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
-    backfill_id = _launch_like_the_ui(api, _keys(days), assets)
+    backfill_id = launch_like_the_ui(api, _keys(days), assets)
     assert _wait(api, stack, backfill_id)["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
 
     with DagsterInstance.from_config(str(stack.home)) as instance:
@@ -183,7 +170,7 @@ def test_scattered_days_run_as_several_runs_still_newest_first(stack: DagsterSta
         FIRST + dt.timedelta(days=4),
         FIRST + dt.timedelta(days=7),
     ]
-    backfill_id = _launch_like_the_ui(api, _keys(days), ["tbt_raw_events_casino"])
+    backfill_id = launch_like_the_ui(api, _keys(days), ["tbt_raw_events_casino"])
     assert _wait(api, stack, backfill_id)["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
 
     with DagsterInstance.from_config(str(stack.home)) as instance:
@@ -234,7 +221,7 @@ def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
     api = DagsterApi(stack.url)
     loaded = [d for d in _recon_days() if d != MISSING_DAY]
     keys = [f"{d}|recon.main" for d in loaded]
-    backfill_id = _launch_like_the_ui(api, keys, ["tbt_raw_events_casino"])
+    backfill_id = launch_like_the_ui(api, keys, ["tbt_raw_events_casino"])
     assert _wait(api, stack, backfill_id)["status"] in ("COMPLETED_FAILED", "FAILED")
     clickhouse = ClickHouseResource(dsn=stack.env["ATLAS_CLICKHOUSE_DSN"])
     with clickhouse.session() as client:  # rows deleted behind the log's back

@@ -24,7 +24,7 @@ from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
-from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import fault_site, python
@@ -53,14 +53,8 @@ def _s3_day(server: S3Server, monkeypatch, users: int = 200) -> tuple[Tenant, li
     """A tenant reading s3://<fresh bucket>/…, its day uploaded as 2 files: (tenant, the
     files' keys, rows)."""
     bucket = f"atlas-faults-{secrets.token_hex(4)}"
-    tenant = Tenant(
-        f"s3f{secrets.token_hex(3)}",
-        "main",
-        f"s3://{bucket}/exports",
-        DAY,
-        DAY,
-        ("casino",),
-        S3Settings(server.endpoint_url, "us-east-1", KEY_ENV, SECRET_ENV),
+    tenant = server.tenant(
+        f"s3f{secrets.token_hex(3)}", f"s3://{bucket}/exports", (DAY, DAY), KEY_ENV, SECRET_ENV
     )
     monkeypatch.setenv(KEY_ENV, server.access_key_id)
     monkeypatch.setenv(SECRET_ENV, server.secret_access_key)

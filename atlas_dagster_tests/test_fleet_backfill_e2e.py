@@ -29,7 +29,7 @@ from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LEADER_TAG
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import write_tenants
+from atlas_dagster_tests.dagster_stack import launch_like_the_ui, write_tenants
 from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
 from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap
 from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
@@ -159,15 +159,7 @@ def test_asset_backfill_of_the_fleet_from_the_ui_runs_in_one_order(stack: Dagste
     api = DagsterApi(stack.url)
     assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
     keys = [f"{day}|{org}.main" for day in _days(FIRST, LAST) for org in TENANTS]
-    params = {
-        "partitionNames": keys,
-        "assetSelection": [{"path": [a]} for a in assets],
-        "fromFailure": False,
-        "tags": [],
-    }
-    result = api.call("launch_backfill", {"params": params})["launchPartitionBackfill"]
-    assert result["__typename"] == "LaunchBackfillSuccess", result
-    backfill_id = result["backfillId"]
+    backfill_id = launch_like_the_ui(api, keys, assets)
     assert wait_for(api, backfill_id) == 0, stack.log_tail()
 
     _, intervals, pool = _fleet_runs(stack, backfill_id)

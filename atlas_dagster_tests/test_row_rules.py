@@ -24,7 +24,7 @@ from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.conftest import log_row, scalar
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
@@ -201,23 +201,6 @@ KEY_ENV = "ATLAS_TEST_ROWS_S3_ACCESS_KEY_ID"
 SECRET_ENV = "ATLAS_TEST_ROWS_S3_SECRET_ACCESS_KEY"
 
 
-def _s3_tenant(server: S3Server, bucket: str) -> Tenant:
-    return Tenant(
-        "s3rules",
-        "main",
-        f"s3://{bucket}/exports",
-        dt.date(2026, 11, 1),
-        dt.date(2026, 11, 7),
-        ("casino",),
-        S3Settings(
-            endpoint_url=server.endpoint_url,
-            region="us-east-1",
-            access_key_id_env=KEY_ENV,
-            secret_access_key_env=SECRET_ENV,
-        ),
-    )
-
-
 def _upload(server: S3Server, tenant: Tenant, tables: dict[str, pa.Table]) -> None:
     client = server.client()
     bucket, prefix = layout.split_s3_uri(layout.day_folder(tenant, "casino", DAY))
@@ -237,7 +220,14 @@ def test_s3_null_amount_past_the_sample_fails_naming_the_object(
     monkeypatch.setenv(KEY_ENV, s3_server.access_key_id)
     monkeypatch.setenv(SECRET_ENV, s3_server.secret_access_key)
     clickhouse = ClickHouseResource(dsn=f"chdb://{tmp_path / 'clickhouse'}")
-    tenant = _s3_tenant(s3_server, f"atlas-rules-{secrets.token_hex(4)}")
+    bucket = f"atlas-rules-{secrets.token_hex(4)}"
+    tenant = s3_server.tenant(
+        "s3rules",
+        f"s3://{bucket}/exports",
+        (dt.date(2026, 11, 1), dt.date(2026, 11, 7)),
+        KEY_ENV,
+        SECRET_ENV,
+    )
     rows = _rows(tenant, "casino")
     table = arrow_table("casino", rows)
     _upload(s3_server, tenant, {BAD_FILE: _set(table, "amount", None)})  # one file

@@ -18,7 +18,7 @@ from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row, scalar
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
@@ -33,23 +33,6 @@ SECRET_ENV = "ATLAS_TEST_S3_SECRET_ACCESS_KEY"
 @pytest.fixture
 def fresh_clickhouse(tmp_path: Path) -> ClickHouseResource:
     return ClickHouseResource(dsn=f"chdb://{tmp_path / 'clickhouse'}")
-
-
-def _tenant(server: S3Server, bucket: str) -> Tenant:
-    return Tenant(
-        "acme",
-        "main",
-        f"s3://{bucket}/exports/v1",
-        dt.date(2026, 11, 1),
-        dt.date(2026, 11, 7),
-        ("casino",),
-        S3Settings(
-            endpoint_url=server.endpoint_url,
-            region="us-east-1",
-            access_key_id_env=KEY_ENV,
-            secret_access_key_env=SECRET_ENV,
-        ),
-    )
 
 
 def _upload_day(server: S3Server, tenant: Tenant, rows: list[dict], files: int = 2) -> None:
@@ -68,7 +51,13 @@ def _upload_day(server: S3Server, tenant: Tenant, rows: list[dict], files: int =
 
 def _setup(server: S3Server, monkeypatch: pytest.MonkeyPatch, n: int = 300):
     bucket = f"atlas-test-{secrets.token_hex(4)}"
-    tenant = _tenant(server, bucket)
+    tenant = server.tenant(
+        "acme",
+        f"s3://{bucket}/exports/v1",
+        (dt.date(2026, 11, 1), dt.date(2026, 11, 7)),
+        KEY_ENV,
+        SECRET_ENV,
+    )
     generate, _ = GENERATORS["casino"]
     rows = generate(random.Random(f"s3-{tenant.key}-{DAY}"), tenant, DAY, n)
     _upload_day(server, tenant, rows)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
 
+from atlas_dagster.checks.raw import RAW_CHECK_NAMES
+from atlas_dagster.cli import verify as verify_cli
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.demo_data import GENERATORS, write_day
@@ -137,3 +139,46 @@ def test_no_run_log_carries_expected_outputs(verify_env, capsys) -> None:
             assert evaluations and all(e.partition for e in evaluations)
             keys = [(e.asset_key, e.check_name, e.partition) for e in evaluations]
             assert len(keys) == len(set(keys))
+
+
+def test_a_window_longer_than_a_run_is_checked_in_bounded_runs(
+    verify_env, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each check run covers at most RUN_DAYS days (newest first); every day's results still
+    land on its own partition, once, and the printed table covers the whole window."""
+    monkeypatch.setattr(verify_cli, "RUN_DAYS", 1)
+    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "raw"]) == 0
+    out = capsys.readouterr().out
+    assert "6 passed, 0 failed over 2 tenant-day(s)" in out
+    with DagsterInstance.get() as instance:
+        runs = sorted(
+            (r for r in instance.get_runs() if "atlas/verify" in r.tags),
+            key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp,
+        )
+        assert [r.tags["dagster/asset_partition_range_start"][:10] for r in runs] == [
+            str(LAST),
+            str(FIRST),
+        ]
+        for run in runs:
+            day = run.tags["dagster/asset_partition_range_start"]
+            assert run.tags["dagster/asset_partition_range_end"] == day
+            evaluations = [
+                entry.dagster_event.event_specific_data
+                for entry in instance.all_logs(run.run_id)
+                if entry.dagster_event
+                and entry.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+            ]
+            assert sorted(e.check_name for e in evaluations) == sorted(RAW_CHECK_NAMES)
+            assert {e.partition for e in evaluations} == {day}
+
+
+def test_ranges_cut_the_window_newest_first() -> None:
+    ranges = verify_cli._ranges(dt.date(2026, 1, 1), dt.date(2026, 1, 10), 4)
+    assert ranges == [
+        (dt.date(2026, 1, 7), dt.date(2026, 1, 10)),
+        (dt.date(2026, 1, 3), dt.date(2026, 1, 6)),
+        (dt.date(2026, 1, 1), dt.date(2026, 1, 2)),
+    ]
+    assert verify_cli._ranges(dt.date(2026, 1, 1), dt.date(2026, 1, 1), 92) == [
+        (dt.date(2026, 1, 1), dt.date(2026, 1, 1))
+    ]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,9 @@ from atlas_dagster.tenants import Tenant
 
 # File names reach a ClickHouse glob: refuse anything that could widen it.
 FILE_NAME_RE = re.compile(r"^[A-Za-z0-9._=-]+\.parquet$")
+# Footer reads of a window (list_window) at once: each is one or two ranged GETs on S3, so
+# threads overlap their latency; bounded so a window never opens more connections than this.
+FOOTER_THREADS = 8
 
 
 class ExportError(Exception):
@@ -50,6 +56,14 @@ def day_folder(tenant: Tenant, domain: str, day: dt.date) -> str:
         f"{tenant.source}/{domain}/organization_id={tenant.organization_id}"
         f"/brand_id={tenant.brand_id}/year={day:%Y}/month={day:%m}/day={day:%d}"
     )
+
+
+# SQL: the day of the folder a file sits in (`_path` of a table function reading the layout),
+# for queries that read many days' files at once.
+FOLDER_DAY_SQL = (
+    "toDate(replaceRegexpOne(_path, "
+    "'^.*/year=([0-9]+)/month=([0-9]+)/day=([0-9]+)/[^/]+$', '\\\\1-\\\\2-\\\\3'))"
+)
 
 
 def s3_resource(tenant: Tenant) -> S3Resource:
@@ -116,6 +130,33 @@ class ExportSource:
             raise
         except Exception as exc:  # access denied, unknown bucket, network
             raise ExportError(f"cannot list {folder}: {type(exc).__name__}: {exc}") from exc
+        return self._day_export(folder, entries)
+
+    def list_window(
+        self, domain: str, days: list[dt.date], threads: int = FOOTER_THREADS
+    ) -> dict[dt.date, DayExport | ExportError]:
+        """list_day for many days: one listing pass (on S3 one ListObjectsV2 walk of the window's
+        key range instead of one per day), then the footers on a bounded pool of threads. Each
+        day gets what list_day gives it, its DayExport or its ExportError; if the one pass
+        fails, the days are listed one by one so that each names its own folder."""
+        folders = {day_folder(self.tenant, domain, day): day for day in days}
+        try:
+            by_folder = self._list_window_s3(folders) if self._client else None
+        except Exception:  # each day then reports its own listing error
+            by_folder = None
+
+        def one(folder: str) -> DayExport | ExportError:
+            try:
+                if by_folder is None:
+                    return self.list_day(domain, folders[folder])
+                return self._day_export(folder, by_folder.get(folder, []))
+            except ExportError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            return dict(zip(folders.values(), pool.map(one, folders), strict=True))
+
+    def _day_export(self, folder: str, entries: list[tuple[str, int]]) -> DayExport:
         if not entries:
             raise ExportError(f"no Parquet files for the day at {folder}/")
         files = []
@@ -154,12 +195,37 @@ class ExportSource:
 
     def _list_s3(self, folder: str) -> list[tuple[str, int]]:
         bucket, prefix = split_s3_uri(folder + "/")
-        entries: list[tuple[str, int]] = []
-        for page in self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=prefix
-        ):
-            for item in page.get("Contents", []):
-                name = item["Key"][len(prefix) :]
-                if "/" not in name and name.endswith(".parquet"):
-                    entries.append((name, int(item["Size"])))
+        return [
+            (key[len(prefix) :], size)
+            for key, size in self._s3_keys(bucket, prefix)
+            if "/" not in key[len(prefix) :] and key.endswith(".parquet")
+        ]
+
+    def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[tuple[str, int]]]:
+        """The window's day folders in one walk of their common prefix, from the oldest day's
+        key on and stopped after the newest (zero-padded year=/month=/day= keys sort by day)."""
+        ordered = sorted(folders)
+        bucket, first_key = split_s3_uri(ordered[0] + "/")
+        last_key = split_s3_uri(ordered[-1] + "/")[1]
+        prefix = first_key[: len(os.path.commonprefix([first_key, last_key]))]
+        # Start after a name just below the oldest day's folder (its last digit less one):
+        # SeaweedFS takes StartAfter as a folder marker and would skip the folder itself.
+        start_after = first_key[:-2] + chr(ord(first_key[-2]) - 1)
+        entries: dict[str, list[tuple[str, int]]] = {}
+        for key, size in self._s3_keys(bucket, prefix, start_after=start_after):
+            if key > last_key and not key.startswith(last_key):
+                break
+            folder, _, name = f"s3://{bucket}/{key}".rpartition("/")
+            if folder in folders and name.endswith(".parquet"):
+                entries.setdefault(folder, []).append((name, size))
         return entries
+
+    def _s3_keys(
+        self, bucket: str, prefix: str, start_after: str = ""
+    ) -> Iterator[tuple[str, int]]:
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix, StartAfter=start_after
+        )
+        for page in pages:
+            for item in page.get("Contents", []):
+                yield item["Key"], int(item["Size"])

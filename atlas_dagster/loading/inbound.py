@@ -197,16 +197,24 @@ def _rule_parameters(prepared: PreparedDay) -> dict[str, object]:
     )
 
 
+def diagnosis_source(
+    tenant: Tenant,
+    day_export: DayExport,
+    domain: Domain,
+    day_schema: DaySchema,
+    cluster: str | None,
+) -> tuple[str, dict[str, object]]:
+    """The table function a diagnosis reads the export's files through, every column Nullable."""
+    return _source(tenant, day_export, _structure(domain, day_schema, all_nullable=True), cluster)
+
+
 def diagnose_rows(
     client: Client, prepared: PreparedDay, cluster: str | None
 ) -> list[rows.Violation]:
     """After a failed INSERT: the row rules each file breaks, read again inside ClickHouse."""
     domain, day_schema = prepared.domain, prepared.day_schema
-    function, parameters = _source(
-        prepared.tenant,
-        prepared.day_export,
-        _structure(domain, day_schema, all_nullable=True),
-        cluster,
+    function, parameters = diagnosis_source(
+        prepared.tenant, prepared.day_export, domain, day_schema, cluster
     )
     found = rows.diagnose(
         client,

@@ -55,8 +55,13 @@ def _money_rules(column: Column, day_schema: DaySchema) -> list[RowRule]:
     return rules
 
 
-def value_rules(domain: Domain, day_schema: DaySchema) -> list[RowRule]:
-    """The rules on values, in the INSERT as guards (nulls are refused by the read itself)."""
+def value_rules(
+    domain: Domain, day_schema: DaySchema, day: str = "{partition_date:Date}"
+) -> list[RowRule]:
+    """The rules on values, in the INSERT as guards (nulls are refused by the read itself).
+
+    `day` is the SQL of the partition's day: the bound parameter, or, when verify reads many
+    days' files in one query, the day each row's file was listed under."""
     rules = [
         RowRule("event_id", "is empty", "event_id = ''"),
         RowRule(
@@ -70,7 +75,7 @@ def value_rules(domain: Domain, day_schema: DaySchema) -> list[RowRule]:
         RowRule(
             "event_timestamp",
             "is outside the partition's UTC day",
-            "toDate(event_timestamp, 'UTC') != {partition_date:Date}",
+            f"toDate(event_timestamp, 'UTC') != {day}",
         ),
         RowRule(
             "event_type",

@@ -63,6 +63,17 @@ def footer_statistics(
 ) -> pd.DataFrame:
     """One row per row group and column: the footer's statistics beside what the partition
     expects of them. Metadata only: no data row is read."""
+    return _frame(_footer_records(export_file, domain, tenant, day))
+
+
+def _frame(records: list[dict]) -> pd.DataFrame:
+    # object columns: min and max hold strings, timestamps or decimals depending on the column
+    return pd.DataFrame.from_records(records, columns=_FOOTER_COLUMNS).astype(object)
+
+
+def _footer_records(
+    export_file: ExportFile, domain: Domain, tenant: Tenant, day: dt.date
+) -> list[dict]:
     metadata = export_file.metadata
     expected_value = {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id}
     records = []
@@ -86,8 +97,7 @@ def footer_statistics(
                     "day": day,
                 }
             )
-    # object columns: min and max hold strings, timestamps or decimals depending on the column
-    return pd.DataFrame.from_records(records, columns=_FOOTER_COLUMNS).astype(object)
+    return records
 
 
 _FOOTER_COLUMNS = [
@@ -153,7 +163,37 @@ def _describe_failures(export_file: ExportFile, stats: pd.DataFrame, failures: p
     return f"{export_file.uri}: " + "; ".join(problems[:5])
 
 
-def check_schema(day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.date) -> DaySchema:
+def footer_failures(
+    exports: dict[dt.date, DayExport], domain: Domain, tenant: Tenant
+) -> set[dt.date]:
+    """The days whose footer statistics break FOOTER_RULES, in one validation for all of them
+    instead of one per file (≈7 ms a day on tiny exports, measured by bench/bench_verify.py):
+    the rules hold row by row, so a day passes here exactly when each of its files passes
+    `check_schema`'s own validation."""
+    records = [
+        record
+        for day, day_export in exports.items()
+        for export_file in day_export.files
+        for record in _footer_records(export_file, domain, tenant, day)
+    ]
+    stats = _frame(records)
+    if stats.empty:
+        return set()
+    try:
+        FOOTER_RULES.validate(stats, lazy=True)
+    except pandera.errors.SchemaErrors as errors:
+        indexes = errors.failure_cases["index"]
+        if indexes.isna().any():  # a failure not tied to a row: let every day find its own
+            return set(exports)
+        return {stats.loc[index, "day"] for index in indexes}
+    return set()
+
+
+def check_schema(
+    day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.date, statistics: bool = True
+) -> DaySchema:
+    """The day's files against the contract: columns, types, and (unless `statistics` is False,
+    for days footer_failures already cleared) their footer statistics."""
     float_money: dict[str, set[bool]] = {}
     for export_file in day_export.files:
         schema = export_file.metadata.schema.to_arrow_schema()
@@ -171,7 +211,8 @@ def check_schema(day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.
                 )
             if column.kind is Kind.MONEY:
                 float_money.setdefault(column.name, set()).add(pa.types.is_floating(found))
-        _check_statistics(export_file, domain, tenant, day)
+        if statistics:
+            _check_statistics(export_file, domain, tenant, day)
     mixed = sorted(name for name, kinds in float_money.items() if len(kinds) > 1)
     if mixed:
         raise ValidationError(

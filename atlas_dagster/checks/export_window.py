@@ -1,0 +1,181 @@
+"""The raw checks' re-read of a window of one tenant-domain's exports, in bulk: one listing pass,
+footers on a bounded pool of threads, one footer-statistics validation, one row-rule query per
+chunk of days. Each day ends with what reading it alone gives it (files, footer rows, the same
+contract error naming day, file and column): a step that fails for a whole chunk is done again
+day by day. No row reaches Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, replace
+
+from clickhouse_connect.driver.client import Client
+
+from atlas_dagster.domains import Domain
+from atlas_dagster.exports.layout import FOLDER_DAY_SQL, DayExport, ExportSource
+from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, diagnosis_source
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.tenants import Tenant
+from atlas_dagster.validation import rows
+from atlas_dagster.validation.schema import DaySchema, check_schema, footer_failures
+
+# Days whose files one row-rule query reads. Per day on tiny exports (bench/bench_verify.py), a
+# query of its own cost 28 ms (17 ms in the engine, 10 ms binding the long rule text); one query
+# for 128 days costs about as much as one day did, and keeps the glob of file names short.
+CHUNK_DAYS = 128
+
+
+@dataclass(frozen=True)
+class ExportState:
+    """What the checks need of one day's export."""
+
+    files: int
+    rows: int | None  # from the footers; None when the files cannot be listed or read
+    error: str | None  # the contract error, None when the export meets it
+
+
+def window_states(
+    client: Client,
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    days: list[dt.date],
+) -> dict[dt.date, ExportState]:
+    """Every day's ExportState, read in bulk."""
+    secrets = tenant.s3.credentials() or ()
+
+    def failed(exc: Exception) -> str:
+        return clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
+
+    try:
+        listed = ExportSource(tenant).list_window(domain.name, days)
+    except Exception as exc:  # the check reports the export's problem instead of raising it
+        return {day: ExportState(0, None, failed(exc)) for day in days}
+    states: dict[dt.date, ExportState] = {}
+    exports: dict[dt.date, DayExport] = {}
+    for day, listing in listed.items():
+        if isinstance(listing, DayExport):
+            exports[day] = listing
+        else:
+            states[day] = ExportState(0, None, failed(listing))
+    schemas = _schemas(exports, domain, tenant)
+    for day, schema in schemas.items():
+        if isinstance(schema, Exception):
+            export = exports.pop(day)
+            states[day] = ExportState(len(export.files), export.num_rows, failed(schema))
+    for chunk in _chunks(sorted(exports), CHUNK_DAYS):
+        for schema, group in _by_schema(chunk, schemas).items():
+            errors = _row_errors(client, clickhouse, tenant, domain, schema, exports, group)
+            for day in group:
+                export = exports[day]
+                states[day] = ExportState(len(export.files), export.num_rows, errors.get(day))
+    return states
+
+
+def _schemas(
+    exports: dict[dt.date, DayExport], domain: Domain, tenant: Tenant
+) -> dict[dt.date, DaySchema | Exception]:
+    """check_schema of every day, its footer statistics validated once for all days; a day that
+    fails anything is checked again alone, so that its error is the one check_schema gives."""
+    schemas: dict[dt.date, DaySchema | Exception] = {}
+    again = set()
+    for day, export in exports.items():
+        try:
+            schemas[day] = check_schema(export, domain, tenant, day, statistics=False)
+        except Exception:
+            again.add(day)
+    typed = {day: exports[day] for day in schemas}
+    again |= footer_failures(typed, domain, tenant)
+    for day in again:
+        try:
+            schemas[day] = check_schema(exports[day], domain, tenant, day)
+        except Exception as exc:
+            schemas[day] = exc
+    return schemas
+
+
+def _chunks(days: list[dt.date], size: int) -> list[list[dt.date]]:
+    return [days[i : i + size] for i in range(0, len(days), size)]
+
+
+def _by_schema(
+    days: list[dt.date], schemas: dict[dt.date, DaySchema | Exception]
+) -> dict[DaySchema, list[dt.date]]:
+    """Days read by one query must agree on their files' money types (decimal or double)."""
+    groups: dict[DaySchema, list[dt.date]] = {}
+    for day in days:
+        schema = schemas[day]
+        assert isinstance(schema, DaySchema)
+        groups.setdefault(schema, []).append(day)
+    return groups
+
+
+def _row_errors(
+    client: Client,
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    schema: DaySchema,
+    exports: dict[dt.date, DayExport],
+    days: list[dt.date],
+) -> dict[dt.date, str]:
+    """The row-rule error of each day that breaks a rule: one query for all the days' files, or
+    day by day if that query fails (a file the engine cannot read names its own day then)."""
+    secrets = tenant.s3.credentials() or ()
+    cluster = clickhouse.resolved_cluster()
+    try:
+        window = {d: exports[d] for d in days}
+        found = _window_violations(client, cluster, tenant, domain, schema, window)
+    except Exception:
+        found = None
+    errors = {}
+    for day in days:
+        try:
+            if found is None:
+                prepared = PreparedDay(tenant, domain, day, exports[day], schema, secrets)
+                violations = diagnose_rows(client, prepared, cluster)
+            else:
+                violations = found.get(day, [])
+        except Exception as exc:
+            errors[day] = clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
+            continue
+        if violations:
+            errors[day] = rows.describe(day, domain, violations)
+    return errors
+
+
+def _window_violations(
+    client: Client,
+    cluster: str | None,
+    tenant: Tenant,
+    domain: Domain,
+    schema: DaySchema,
+    exports: dict[dt.date, DayExport],
+) -> dict[dt.date, list[rows.Violation]]:
+    """diagnose_rows over many days' files in one query: the export laid out as one folder (the
+    tenant-domain's) whose file names are day/file paths, each row held to the UTC day of the
+    folder its file sits in."""
+    first = next(iter(exports.values()))
+    root = first.day_uri.rsplit("/", 3)[0]  # above year=/month=/day=
+    files, by_path = [], {}
+    for day, export in exports.items():
+        relative = export.day_uri[len(root) + 1 :]
+        for export_file in export.files:
+            name = f"{relative}/{export_file.name}"
+            files.append(replace(export_file, name=name))
+            by_path[name] = (day, export_file.uri)
+    window = DayExport(root, tuple(files))
+    function, parameters = diagnosis_source(tenant, window, domain, schema, cluster)
+    tenant_ids = (tenant.organization_id, tenant.brand_id)
+    found = rows.diagnose(
+        client,
+        function,
+        parameters | rows.rule_parameters(tenant_ids, min(exports), domain),
+        rows.null_rules(domain) + rows.value_rules(domain, schema, day=FOLDER_DAY_SQL),
+    )
+    by_day: dict[dt.date, list[rows.Violation]] = {}
+    for violation in found:
+        # _path is the engine's view of a file (a local path, or bucket/key): year/month/day/name
+        day, uri = by_path["/".join(violation.file.rsplit("/", 4)[-4:])]
+        by_day.setdefault(day, []).append(replace(violation, file=uri))
+    return by_day
