@@ -73,41 +73,6 @@ COLUMNS = (
 )
 
 
-# Every character with a meaning inside a quoted literal, as its ClickHouse escape sequence. Not
-# the driver's binder: it leaves a newline as backslash + newline, which the VALUES parser
-# refuses (error messages hold newlines).
-_ESCAPES = str.maketrans(
-    {
-        "\\": "\\\\",
-        "'": "\\'",
-        "\n": "\\n",
-        "\r": "\\r",
-        "\t": "\\t",
-        "\0": "\\0",
-        "\b": "\\b",
-        "\f": "\\f",
-    }
-)
-
-
-def _literal(value: object) -> str:
-    """A ClickHouse literal of a backfill_log value; datetimes keep their microseconds (two
-    versions of a row may differ by one)."""
-    if isinstance(value, dt.datetime):
-        return f"'{value.isoformat(sep=' ', timespec='microseconds')}'"
-    if isinstance(value, dt.date):
-        return f"'{value.isoformat()}'"
-    if isinstance(value, str):
-        return f"'{value.translate(_ESCAPES)}'"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise TypeError(f"backfill_log value of unexpected type {type(value).__name__}")
-
-
-def values_row(entry: LogEntry) -> str:
-    return "(" + ", ".join(_literal(getattr(entry, name)) for name in COLUMNS) + ")"
-
-
 def as_row(entry: LogEntry) -> dict[str, object]:
     """The row as a read of backfill_log returns it (what the checks read)."""
     return {name: getattr(entry, name) for name in COLUMNS}
@@ -137,8 +102,9 @@ def write(
     try:
         for offer in offers:
             _new_version(offer.entry, "running")
-        rows = ", ".join(values_row(e) for e in [entry, *(o.entry for o in offers)])
-        client.command(sql.query("log_state", rows=rows))
+        entries = [entry, *(o.entry for o in offers)]
+        columns = {name: [getattr(e, name) for e in entries] for name in COLUMNS}
+        client.command(sql.query("log_state"), parameters=columns)
         written = True
     finally:
         if waiting is not None:
