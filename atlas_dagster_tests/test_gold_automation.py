@@ -10,13 +10,14 @@ from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
     Definitions,
+    IdentityPartitionMapping,
     build_sensor_context,
     evaluate_automation_conditions,
     instance_for_test,
 )
 from dagster._core.definitions.sensor_definition import SensorType
 
-from atlas_dagster.assets.gold import RECONCILES_RAW, gold_assets, window_mapping
+from atlas_dagster.assets.gold import RECONCILES_RAW, gold_assets
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME, gold_automation_sensor
@@ -156,8 +157,29 @@ def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
             liability_lookback_days()
     monkeypatch.delenv("ATLAS_LIABILITY_LOOKBACK_DAYS")
     assert liability_lookback_days() == 90
-    mapping = window_mapping(7).downstream_mappings_by_upstream_dimension["date"].partition_mapping
-    assert (mapping.start_offset, mapping.end_offset) == (-6, 0)
+
+
+def test_a_liability_day_replayed_before_its_window_landed_is_requested_once_it_has(
+    clickhouse, make_tenant
+) -> None:
+    """Dagster's graph links a liability day to the same raw day only (the window is ours): a
+    backfill selecting raw and gold together may replay liability day D as soon as raw D lands.
+    The automation still requests D again once its whole window has landed, and only then."""
+    tenant = make_tenant(("sportsbook",), start=day(1), end=day(5))
+    liability = "gold_sportsbook_liability_daily"
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        graph = sensor.defs.resolve_asset_graph()
+        raw_key, day_5 = AssetKey("tbt_raw_events_sportsbook"), f"{day(5)}|{tenant.key}"
+        mapping = graph.get_partition_mapping(AssetKey(liability), raw_key)
+        assert isinstance(mapping, IdentityPartitionMapping)
+        sensor.land(tenant, "sportsbook", day(5))
+        assert liability not in sensor.tick()
+        instance.report_runless_asset_event(AssetMaterialization(liability, partition=day_5))
+        sensor.land(tenant, "sportsbook", day(4))
+        assert liability not in sensor.tick()
+        sensor.land(tenant, "sportsbook", day(3))  # the oldest day of day 5's 3-day window
+        assert sensor.tick()[liability] == {day_5}
 
 
 def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> None:

@@ -127,6 +127,29 @@ def first_insert_logged(instance, run_ids: list[str]) -> float | None:
     return min(started) if started else None
 
 
+def leader_timeline(instance, run_ids: list[str], created_at: float) -> dict[str, float]:
+    """Seconds after the backfill's creation at which its first run was created, dequeued,
+    started and began its step: where the wait before the first INSERT went."""
+    from dagster import DagsterEventType
+
+    runs = [r for r in (instance.get_run_record_by_id(i) for i in run_ids) if r is not None]
+    if not runs:
+        return {}
+    first = min(runs, key=lambda r: r.create_timestamp.timestamp())
+    marks = {"run_created": first.create_timestamp.timestamp()}
+    wanted = {
+        DagsterEventType.RUN_DEQUEUED: "run_dequeued",
+        DagsterEventType.RUN_STARTING: "run_starting",
+        DagsterEventType.RUN_START: "run_started",
+        DagsterEventType.STEP_START: "step_started",
+    }
+    for entry in instance.all_logs(first.dagster_run.run_id):
+        event = entry.dagster_event
+        if event is not None and event.event_type in wanted:
+            marks.setdefault(wanted[event.event_type], entry.timestamp)
+    return {name: round(at - created_at, 1) for name, at in marks.items()}
+
+
 def _intervals(instance, run_ids: list[str]):
     from atlas_dagster_tests.insert_timeline import insert_intervals
 
@@ -242,6 +265,7 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
         ended = time.time()
         ids = backfill_run_ids(instance, backfill_id)
         intervals = _intervals(instance, ids)
+        timeline = leader_timeline(instance, ids, created_at)
         ticks = sensor_ticks(instance, launched_at, ended)
         pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
     stop(stack, backfill_id)
@@ -254,6 +278,7 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
         "created_seconds": round(created_at - launched_at, 2),
         "runs": len(ids),
         "first_insert_seconds": None if first_insert is None else round(first_insert, 1),
+        "first_run_timeline": timeline,
         "inserts_in_window": len(intervals),
         "tenants_started": len({i.partition_key.split("|")[1] for i in intervals}),
         "days_started": sorted({i.partition_key[:10] for i in intervals}, reverse=True)[:3],
@@ -266,17 +291,32 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
     }
 
 
+# Dagster's switch for one planned event per asset and run instead of one per partition (read by
+# the process creating runs: here the daemon and the webserver). See README "Running at scale".
+SUBSET_PLANNED_EVENTS = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+
+
 @contextlib.contextmanager
-def fleet_stack(work: Path, tenants_file: Path, storage: str) -> Iterator[Any]:
+def fleet_stack(
+    work: Path, tenants_file: Path, storage: str, planned_events: str
+) -> Iterator[Any]:
     from atlas_dagster_tests.postgres_server import dagster_dev
 
-    with dagster_dev(work, tenants_file, storage, {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}) as st:
+    env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}
+    env[SUBSET_PLANNED_EVENTS] = "1" if planned_events == "subset" else ""
+    with dagster_dev(work, tenants_file, storage, env) as st:
         wait_for_daemons(st)
         yield st
 
 
 def bench_fleet_backfill(
-    tenants: int, days: int, export_days: int, window: float, storages: list[str], launches
+    tenants: int,
+    days: int,
+    export_days: int,
+    window: float,
+    storages: list[str],
+    launches,
+    planned_events: tuple[str, ...] = ("per-partition",),
 ) -> list[dict[str, Any]]:
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.dagster_stack import write_tenants
@@ -298,14 +338,26 @@ def bench_fleet_backfill(
             flush=True,
         )
         for storage in storages:
-            print(f"fleet backfill on {storage}: {tenants} tenants × {days} days × 4 domains")
-            started = time.monotonic()
-            with fleet_stack(work / storage, tenants_file, storage) as stack:
-                up = time.monotonic() - started
-                for kind in launches:
-                    row = measure_launch(stack, kind, first, LAST_DAY, fleet, window)
-                    rows.append({"storage": storage, "stack_up_seconds": round(up, 1), **row})
-                    print(f"    {json.dumps(rows[-1])}", flush=True)
+            for planned in planned_events:
+                print(
+                    f"fleet backfill on {storage}, planned events {planned}: "
+                    f"{tenants} tenants × {days} days × 4 domains"
+                )
+                started = time.monotonic()
+                stack_dir = work / f"{storage}-{planned}"
+                with fleet_stack(stack_dir, tenants_file, storage, planned) as stack:
+                    up = time.monotonic() - started
+                    for kind in launches:
+                        row = measure_launch(stack, kind, first, LAST_DAY, fleet, window)
+                        rows.append(
+                            {
+                                "storage": storage,
+                                "planned_events": planned,
+                                "stack_up_seconds": round(up, 1),
+                                **row,
+                            }
+                        )
+                        print(f"    {json.dumps(rows[-1])}", flush=True)
     return rows
 
 
@@ -474,12 +526,13 @@ def run(
     status_years: int = 3,
     backfill: bool = True,
     status: bool = True,
+    planned_events: tuple[str, ...] = ("per-partition",),
 ) -> dict[str, list[dict[str, Any]]]:
     """The rows of both tables: {"fleet_backfill": [...], "status_verify": [...]}."""
     results: dict[str, list[dict[str, Any]]] = {"fleet_backfill": [], "status_verify": []}
     if backfill:
         results["fleet_backfill"] = bench_fleet_backfill(
-            tenants, days, export_days, window, list(storages), launches
+            tenants, days, export_days, window, list(storages), launches, planned_events
         )
     if status:
         results["status_verify"] = bench_status_verify(status_tenants, status_years)
@@ -488,19 +541,25 @@ def run(
 
 def render(results: dict[str, list[dict[str, Any]]]) -> str:
     lines = [
-        "| storage | launch | launch → created (s) | runs | created → first INSERT (s) "
+        "| storage | planned events | launch | launch → created (s) | runs "
+        "| created → first INSERT (s) (first run: created / starting / step) "
         "| INSERTs in window "
         "| tenants started | inverted pairs (unexplained) | max INSERTs at once / pool | "
         "sensor ticks in window (failed) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["fleet_backfill"]:
         ticks = row["sensor_ticks"]
         tick_text = ", ".join(f"{n} {t['ticks']} ({t['failed']})" for n, t in sorted(ticks.items()))
         first = row["first_insert_seconds"]
+        marks = row.get("first_run_timeline", {})
+        timeline = " / ".join(
+            str(marks.get(m, "-")) for m in ("run_created", "run_starting", "step_started")
+        )
         lines.append(
-            f"| {row['storage']} | {row['launch']} | {row['created_seconds']} | {row['runs']} "
-            f"| {'-' if first is None else first} | {row['inserts_in_window']} "
+            f"| {row['storage']} | {row.get('planned_events', 'per-partition')} "
+            f"| {row['launch']} | {row['created_seconds']} | {row['runs']} "
+            f"| {'-' if first is None else first} ({timeline}) | {row['inserts_in_window']} "
             f"| {row['tenants_started']} | {row['inverted_pairs']} "
             f"({row['unexplained_inversions']}) | {row['max_inserts_at_once']} / "
             f"{row['pool_limit']} | {tick_text} |"
@@ -525,6 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launches", default="cli --all-tenants,ui materialize")
     parser.add_argument("--status-tenants", type=int, default=100)
     parser.add_argument("--status-years", type=int, default=3)
+    parser.add_argument(
+        "--planned-events",
+        default="per-partition",
+        help="comma-separated: per-partition (Dagster's default), subset (one per asset and run)",
+    )
     parser.add_argument("--skip-backfill", action="store_true")
     parser.add_argument("--skip-status", action="store_true")
     args = parser.parse_args(argv)
@@ -540,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         args.status_years,
         backfill=not args.skip_backfill,
         status=not args.skip_status,
+        planned_events=tuple(args.planned_events.split(",")),
     )
     print(render(results))
     out = REPO_ROOT / "bench-results" / "fleet_backfill.json"
