@@ -24,6 +24,13 @@ from dagster._core.storage.tags import (
 
 CHECKED_AGAINST = "1.13.27"
 
+# Read by Dagster's event log storage in the process that creates a run (the property
+# supports_partition_subset_in_asset_materialization_planned_events): set to 1, a run records one
+# "materialization planned" event per asset holding its partition subset instead of one event per
+# partition. Part of the fleet's production configuration (README "Production instance");
+# documented nowhere outside Dagster's code.
+SUBSET_PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
     "ASSET_PARTITION_RANGE_START_TAG",
@@ -31,6 +38,7 @@ __all__ = [
     "CHECKED_AGAINST",
     "PARTITION_NAME_TAG",
     "PRIORITY_TAG",
+    "SUBSET_PLANNED_EVENTS_ENV",
     "BulkActionStatus",
     "backfill_is_requested",
     "backfill_target_partitions",

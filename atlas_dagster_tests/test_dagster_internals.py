@@ -6,6 +6,7 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from dagster import (
     AssetCheckKey,
     AssetCheckSpec,
@@ -48,6 +49,17 @@ def test_pool_adapters_work_on_a_persistent_instance(tmp_path: Path) -> None:
         assert internals.claim_pool_slot(instance, "p", "run-b", "step", 0)
         assert internals.backfill_target_partitions(instance, "no-such-backfill") is None
         assert not internals.backfill_is_requested(instance, "no-such-backfill")
+
+
+def test_the_subset_planned_events_switch_is_read_by_the_event_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        storage = instance.event_log_storage
+        monkeypatch.delenv(internals.SUBSET_PLANNED_EVENTS_ENV, raising=False)
+        assert not storage.supports_partition_subset_in_asset_materialization_planned_events
+        monkeypatch.setenv(internals.SUBSET_PLANNED_EVENTS_ENV, "1")
+        assert storage.supports_partition_subset_in_asset_materialization_planned_events
 
 
 def test_check_output_name_is_an_output_of_the_step() -> None:

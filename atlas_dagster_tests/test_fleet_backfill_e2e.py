@@ -25,7 +25,7 @@ from dagster import DagsterEventType, RunsFilter
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
+from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, SUBSET_PLANNED_EVENTS_ENV
 from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LEADER_TAG
 from atlas_dagster.tenants import load_tenants
@@ -69,6 +69,8 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                 rows = generate(random.Random(f"{tenant.key}{domain}{day}"), tenant, day, 200)
                 write_day(tenant, domain, day, rows)
     extra = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}
+    # PostgreSQL runs the documented production configuration, subset planned events included.
+    extra[SUBSET_PLANNED_EVENTS_ENV] = "1" if request.param == "postgres" else ""
     with dagster_dev(work, tenants_file, request.param, extra) as running:
         yield running
 
@@ -94,11 +96,18 @@ def _fleet_runs(stack: DagsterStack, backfill_id: str):
         checks = instance.get_records_for_run(
             leader.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000
         )
+        planned = instance.get_records_for_run(
+            leader.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=1000
+        )
     assert len(runs) == len(TENANTS)  # Dagster's split: one run per tenant
     assert all(r.status.value == "SUCCESS" for r in runs)
     assert {r.tags.get(COVERED_BY_TAG) for r in runs if r is not leader} == {leader.run_id}
     assert {i.run_id for i in intervals} == {leader.run_id}
     assert len(checks.records) == 3 * len(intervals)  # the raw checks, one per tenant-day
+    # The leader's own range is one tenant's days: one planned event per asset with the switch,
+    # one per asset and partition without it (days x domains).
+    per_asset = stack.env.get(SUBSET_PLANNED_EVENTS_ENV) == "1"
+    assert len(planned.records) == len(DOMAINS) * (1 if per_asset else len(_days(FIRST, LAST)))
     return leader, intervals, pool
 
 

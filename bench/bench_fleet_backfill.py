@@ -291,19 +291,17 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
     }
 
 
-# Dagster's switch for one planned event per asset and run instead of one per partition (read by
-# the process creating runs: here the daemon and the webserver). See README "Running at scale".
-SUBSET_PLANNED_EVENTS = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
-
-
 @contextlib.contextmanager
 def fleet_stack(
     work: Path, tenants_file: Path, storage: str, planned_events: str
 ) -> Iterator[Any]:
+    from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
     from atlas_dagster_tests.postgres_server import dagster_dev
 
+    # Dagster's switch for one planned event per asset and run (README "Production instance"),
+    # read by the processes creating runs: here the daemon and the webserver.
     env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}
-    env[SUBSET_PLANNED_EVENTS] = "1" if planned_events == "subset" else ""
+    env[SUBSET_PLANNED_EVENTS_ENV] = "1" if planned_events == "subset" else ""
     with dagster_dev(work, tenants_file, storage, env) as st:
         wait_for_daemons(st)
         yield st
