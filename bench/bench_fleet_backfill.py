@@ -17,7 +17,9 @@ Run with `.venv/bin/python -m bench.bench_fleet_backfill` (`make bench BENCH=fle
    first INSERT (insert_started_at, the pool slot held), INSERTs started in the window,
    cross-tenant inverted pairs (older day started before another tenant's newer day) and those
    the ramp-up/lanes do not explain, the most INSERTs at once vs the pool's limit, and the
-   sensor ticks the daemon completed in the window (its other loops kept ticking).
+   sensor ticks the daemon completed in the window (its other loops kept ticking), and the
+   first run's timeline (record created, dequeued, step started). Each storage runs once with
+   Dagster's per-partition planned events and once with the production switch (--planned-events).
 2. **Status and verify**: --status-tenants tenants × --status-years years × 4 domains of
    backfill_log rows generated inside chDB (INSERT … SELECT FROM numbers()), and for the verified
    tenant tiny exports plus its raw rows (loaded through the inbound tables in one INSERT per
@@ -584,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-years", type=int, default=3)
     parser.add_argument(
         "--planned-events",
-        default="per-partition",
+        default="per-partition,subset",
         help="comma-separated: per-partition (Dagster's default), subset (one per asset and run)",
     )
     parser.add_argument("--skip-backfill", action="store_true")
