@@ -129,6 +129,10 @@ def first_insert_logged(instance, run_ids: list[str]) -> float | None:
     return min(started) if started else None
 
 
+# Dagster's per-partition planned events (its default) and the production switch, side by side.
+PLANNED_EVENT_MODES = ("per-partition", "subset")
+
+
 def leader_timeline(instance, run_ids: list[str], created_at: float) -> dict[str, float]:
     """Seconds after the backfill's creation at which its first run was created, dequeued,
     started and began its step: where the wait before the first INSERT went."""
@@ -316,7 +320,7 @@ def bench_fleet_backfill(
     window: float,
     storages: list[str],
     launches,
-    planned_events: tuple[str, ...] = ("per-partition",),
+    planned_events: tuple[str, ...] = PLANNED_EVENT_MODES,
 ) -> list[dict[str, Any]]:
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.dagster_stack import write_tenants
@@ -526,7 +530,7 @@ def run(
     status_years: int = 3,
     backfill: bool = True,
     status: bool = True,
-    planned_events: tuple[str, ...] = ("per-partition",),
+    planned_events: tuple[str, ...] = PLANNED_EVENT_MODES,
 ) -> dict[str, list[dict[str, Any]]]:
     """The rows of both tables: {"fleet_backfill": [...], "status_verify": [...]}."""
     results: dict[str, list[dict[str, Any]]] = {"fleet_backfill": [], "status_verify": []}
@@ -586,12 +590,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-years", type=int, default=3)
     parser.add_argument(
         "--planned-events",
-        default="per-partition,subset",
+        default=",".join(PLANNED_EVENT_MODES),
         help="comma-separated: per-partition (Dagster's default), subset (one per asset and run)",
     )
     parser.add_argument("--skip-backfill", action="store_true")
     parser.add_argument("--skip-status", action="store_true")
     args = parser.parse_args(argv)
+    unknown = set(args.planned_events.split(",")) - set(PLANNED_EVENT_MODES)
+    if unknown:
+        parser.error(f"--planned-events: unknown {sorted(unknown)}, not in {PLANNED_EVENT_MODES}")
     started = time.monotonic()
     results = run(
         args.tenants,
