@@ -157,6 +157,14 @@ def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
             liability_lookback_days()
     monkeypatch.delenv("ATLAS_LIABILITY_LOOKBACK_DAYS")
     assert liability_lookback_days() == 90
+    # The window is the automation's (not a Dagster partition mapping): it follows the setting.
+    [liability] = [
+        a
+        for a in gold_assets([], partitions_for([]), lookback_days=7, embedded=True)
+        if a.key == AssetKey("gold_sportsbook_liability_daily")
+    ]
+    condition = liability.automation_conditions_by_key[liability.key]
+    assert "its 7-day window" in condition.description
 
 
 def test_a_liability_day_replayed_before_its_window_landed_is_requested_once_it_has(
