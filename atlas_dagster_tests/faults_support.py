@@ -23,7 +23,9 @@ CLI = str(Path(sys.executable).parent / "atlas-dagster")
 # Holds the engine's file lock (as another atlas-dagster process would), naming itself run
 # "holder". Each pid written to <control>/pass-<i> is let through once (a `load` checks the
 # engine in its main thread before its run starts); then the holder takes the engine back while
-# that process's run goes on and waits for it.
+# that process's run goes on and waits for it. Every pass ends with one line, "retaken" or
+# "no waiter": a waiter seen by the test may be gone by the time the holder looks (CI once hung
+# here for 120 s when the holder waited for such a waiter without a bound).
 LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
@@ -39,17 +41,23 @@ LOCK_HOLDER = textwrap.dedent(
         while not order.exists():
             time.sleep(0.01)
         pid = order.read_text().strip()
-        entry = None
-        while entry is None:
+        entry, deadline = None, time.monotonic() + 5
+        while entry is None and time.monotonic() < deadline:
             entry = next((w for w in other_waiters(data_dir) if w.startswith(pid + "-")), None)
             time.sleep(0.005)
+        if entry is None:
+            print(f"no waiter {pid}", flush=True)
+            continue
         release_file_lock(handle)
-        while entry in other_waiters(data_dir):
+        deadline = time.monotonic() + 30
+        while entry in other_waiters(data_dir) and time.monotonic() < deadline:
             time.sleep(0.005)
         handle = acquire_file_lock(data_dir, 60, run_id="holder")
         print("retaken", flush=True)
     """
 )
+
+PASS_ENDS = ("retaken", "no waiter")  # the lines LOCK_HOLDER ends a pass with
 
 
 # Holds the chDB data directory with a raw chDB session, outside atlas-dagster's lock.

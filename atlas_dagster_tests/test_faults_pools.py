@@ -24,7 +24,13 @@ from atlas_dagster.orchestration.pools import (
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import other_waiters
 from atlas_dagster_tests.bulk_exports import write_bulk_day
-from atlas_dagster_tests.faults_support import LOCK_HOLDER, Process, fault_site, python
+from atlas_dagster_tests.faults_support import (
+    LOCK_HOLDER,
+    PASS_ENDS,
+    Process,
+    fault_site,
+    python,
+)
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
@@ -101,6 +107,10 @@ def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
     assert holder.run_id in str(log)  # the report names who holds the slot
 
 
+def _passes_ended(holder: Process) -> int:
+    return sum(1 for line in holder.lines if line.startswith(PASS_ENDS))
+
+
 def _leak_while_waiting_for_the_engine(
     site, day: dt.date, instance: DagsterInstance, holder: Process
 ) -> str:
@@ -115,10 +125,10 @@ def _leak_while_waiting_for_the_engine(
         assert time.monotonic() < deadline and load.popen.poll() is None, load.output
         if any(w.startswith(f"{load.pid}-") for w in other_waiters(site.data_dir)):
             passes = sum(1 for path in site.work.glob("pass-*"))
-            retaken = holder.lines.count("retaken")
+            ended = _passes_ended(holder)
             (site.work / f"pass-{passes}").write_text(str(load.pid))
-            while holder.lines.count("retaken") == retaken:
-                assert time.monotonic() < deadline, holder.output
+            while _passes_ended(holder) == ended:
+                assert time.monotonic() < deadline, f"{holder.output}\n--- load:\n{load.output}"
                 time.sleep(0.02)
         time.sleep(0.05)
     # Its slot is claimed: the run now waits for the engine the holder retook.
