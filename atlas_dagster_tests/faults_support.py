@@ -21,11 +21,12 @@ from atlas_dagster_tests.dagster_stack import write_tenants
 CLI = str(Path(sys.executable).parent / "atlas-dagster")
 
 # Holds the engine's file lock (as another atlas-dagster process would), naming itself run
-# "holder". Each pid written to <control>/pass-<i> is let through once (a `load` checks the
-# engine in its main thread before its run starts); then the holder takes the engine back while
-# that process's run goes on and waits for it. Every pass ends with one line, "retaken" or
-# "no waiter": a waiter seen by the test may be gone by the time the holder looks (CI once hung
-# here for 120 s when the holder waited for such a waiter without a bound).
+# "holder". Each waiter entry (<pid>-<thread>) written to <control>/pass-<i> is let through once
+# (a `load` checks the engine in its main thread before its run starts); then the holder takes
+# the engine back while that process's run goes on and waits for it. Only the named entry is let
+# through, never another thread's of the same process. Every pass ends with one line, "retaken"
+# or "no waiter": a waiter seen by the test may be gone by the time the holder looks (CI once
+# hung here for 120 s when the holder waited for such a waiter without a bound).
 LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
@@ -40,13 +41,11 @@ LOCK_HOLDER = textwrap.dedent(
         order = control / f"pass-{index}"
         while not order.exists():
             time.sleep(0.01)
-        pid = order.read_text().strip()
-        entry, deadline = None, time.monotonic() + 5
-        while entry is None and time.monotonic() < deadline:
-            entry = next((w for w in other_waiters(data_dir) if w.startswith(pid + "-")), None)
+        entry, deadline = order.read_text().strip(), time.monotonic() + 5
+        while entry not in other_waiters(data_dir) and time.monotonic() < deadline:
             time.sleep(0.005)
-        if entry is None:
-            print(f"no waiter {pid}", flush=True)
+        if entry not in other_waiters(data_dir):
+            print(f"no waiter {entry}", flush=True)
             continue
         release_file_lock(handle)
         deadline = time.monotonic() + 30

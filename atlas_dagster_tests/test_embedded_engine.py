@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -107,3 +108,62 @@ def test_an_idle_kept_engine_is_handed_over_without_another_unit(tmp_path: Path)
         assert got_engine.exists() and float(waiter.stdout) < 10
         with clickhouse.session() as client:  # reopened for the holder's next unit
             assert client.command("SELECT 1") == 1
+
+
+def test_units_of_two_threads_run_side_by_side_on_their_own_connections(tmp_path: Path) -> None:
+    """The second thread's unit starts while the first's is still running (serialized units
+    would leave the first waiting for an event only the second can set)."""
+    clickhouse = ClickHouseResource(dsn=f"chdb://{tmp_path / 'engine'}")
+    first_inside, second_inside = threading.Event(), threading.Event()
+    clients: dict[str, object] = {}
+
+    def second() -> None:
+        assert first_inside.wait(30)
+        with clickhouse.session() as client:
+            clients["second"] = client
+            assert client.command("SELECT 2") == 2
+            second_inside.set()
+
+    with clickhouse.kept_open():
+        helper = threading.Thread(target=second)
+        helper.start()
+        with clickhouse.session() as client:
+            clients["first"] = client
+            first_inside.set()
+            overlapped = second_inside.wait(30)
+            assert client.command("SELECT 1") == 1
+        helper.join(timeout=30)
+    assert overlapped, "the second unit did not start while the first one ran"
+    assert clients["first"] is not clients["second"]
+
+
+def test_a_waiting_process_stops_new_units_until_it_had_the_engine(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'engine'}"
+    clickhouse = ClickHouseResource(dsn=dsn)
+    got_engine = tmp_path / "waiter-got-the-engine"
+    seen_by_late_unit: list[bool] = []
+
+    def late_unit() -> None:
+        with clickhouse.session() as client:
+            seen_by_late_unit.append(got_engine.exists())
+            client.command("SELECT 1")
+
+    with clickhouse.kept_open():
+        deadline = time.monotonic() + 30
+        with clickhouse.session() as client:  # in flight while the other process queues
+            client.command("SELECT 1")
+            waiter = subprocess.Popen(
+                [sys.executable, "-c", WAITER, dsn, str(got_engine)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            while not other_waiters(embedded_path(dsn)):
+                assert time.monotonic() < deadline and waiter.poll() is None
+                time.sleep(0.05)
+            late = threading.Thread(target=late_unit)
+            late.start()  # sees the waiter: must not start before the other process had its turn
+            time.sleep(0.5)  # (long enough for it to try; the outcome does not depend on it)
+            client.command("SELECT 1")
+        late.join(timeout=60)
+        assert waiter.wait(timeout=30) == 0
+    assert seen_by_late_unit == [True], seen_by_late_unit

@@ -118,15 +118,20 @@ def _leak_while_waiting_for_the_engine(
 
     The load touches the engine several times before its slot claim (the CLI's check, its sweep,
     the run's bulk read): the holder lets each such wait through and retakes the engine, until
-    the run holds a slot and waits again."""
+    the run holds a slot and waits again. Waiters are read before claims: a wait seen with no
+    claim held afterwards cannot be the INSERT's (its claim comes first and outlives the wait),
+    and the holder lets through only the waiter named."""
     load = site.load(day)
     deadline = time.monotonic() + 120
-    while not any(c.claimed for c in claims(instance, INSERT_POOL) if str(load.pid) in c.step_key):
+    while True:
         assert time.monotonic() < deadline and load.popen.poll() is None, load.output
-        if any(w.startswith(f"{load.pid}-") for w in other_waiters(site.data_dir)):
+        waiting = sorted(w for w in other_waiters(site.data_dir) if w.startswith(f"{load.pid}-"))
+        if any(c.claimed for c in claims(instance, INSERT_POOL) if str(load.pid) in c.step_key):
+            break
+        if waiting:
             passes = sum(1 for path in site.work.glob("pass-*"))
             ended = _passes_ended(holder)
-            (site.work / f"pass-{passes}").write_text(str(load.pid))
+            (site.work / f"pass-{passes}").write_text(waiting[0])
             while _passes_ended(holder) == ended:
                 assert time.monotonic() < deadline, f"{holder.output}\n--- load:\n{load.output}"
                 time.sleep(0.02)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from dataclasses import dataclass, field
 
 from clickhouse_connect.driver.client import Client
@@ -91,73 +90,7 @@ def _new_version(entry: LogEntry, status: str) -> None:
     entry.status = status
 
 
-def write(
-    client: Client, entry: LogEntry, status: str, waiting: RunningRows | None = None
-) -> None:
-    """Writes the entry's new state; with `waiting`, a 'completed' row takes the 'running' rows
-    of the loads waiting for the engine behind it into the same INSERT."""
+def write(client: Client, entry: LogEntry, status: str) -> None:
+    """Writes the entry's new state: one row, every value bound."""
     _new_version(entry, status)
-    offers = waiting.take() if waiting is not None and status == "completed" else []
-    written = False
-    try:
-        for offer in offers:
-            _new_version(offer.entry, "running")
-        entries = [entry, *(o.entry for o in offers)]
-        columns = {name: [getattr(e, name) for e in entries] for name in COLUMNS}
-        client.command(sql.query("log_state"), parameters=columns)
-        written = True
-    finally:
-        if waiting is not None:
-            waiting.settle(offers, written)
-
-
-@dataclass
-class _Offer:
-    entry: LogEntry
-    state: str = "waiting"  # → taken → written | failed, or → withdrawn by its own load
-    settled: threading.Event = field(default_factory=threading.Event)
-
-
-class RunningRows:
-    """'running' rows of a run's loads waiting for the embedded engine's turn, written by the load
-    ahead of them in the same INSERT as its 'completed' row: one backfill_log INSERT a day instead
-    of two, on the engine turn that every day of the run passes through one at a time.
-
-    A waiting load's row is written while it waits for the engine, so still before its INSERT;
-    a load whose row nobody took withdraws it and writes its own. Measured on chDB 26.9: two rows
-    in one INSERT 5.3 ms, one row 5.0 ms (idle); under load a row cost 30-40 ms, as much as a
-    third of a 5k-row day's engine turn.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: list[_Offer] = []
-
-    def offer(self, entry: LogEntry) -> _Offer:
-        offer = _Offer(entry)
-        with self._lock:
-            self._waiting.append(offer)
-        return offer
-
-    def take(self) -> list[_Offer]:
-        with self._lock:
-            taken, self._waiting = self._waiting, []
-            for offer in taken:
-                offer.state = "taken"
-        return taken
-
-    def settle(self, offers: list[_Offer], written: bool) -> None:
-        for offer in offers:
-            offer.state = "written" if written else "failed"
-            offer.settled.set()
-
-    def own_row_needed(self, offer: _Offer) -> bool:
-        """Whether the offering load must write its 'running' row itself: nobody took it (it is
-        withdrawn now), or the INSERT that took it failed. Waits for an INSERT taking it."""
-        with self._lock:
-            if offer.state == "waiting":
-                self._waiting.remove(offer)
-                offer.state = "withdrawn"
-                return True
-        offer.settled.wait()
-        return offer.state != "written"
+    client.command(sql.query("log_state"), parameters={n: getattr(entry, n) for n in COLUMNS})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import threading
 import time
@@ -330,15 +329,13 @@ def insert_day(
     canceled: threading.Event | None = None,
     after_load: Callable[[Client, backfill_log.LogEntry], None] | None = None,
     known: KnownDays | None = None,
-    running_rows: backfill_log.RunningRows | None = None,
 ) -> DayLoad:
     """Holds the engine for one day: running → INSERT → count → completed | failed (re-raised).
 
     `after_load(client, entry)` runs in the same engine session once 'completed' is logged, with
     the row just written (the day's checks), so that a day costs one session and one count of the
     raw table. `known` is the run's bulk read of attempts and days with rows (read here for this
-    day without it). With `running_rows` (and `known`), the day's 'running' row is offered to the
-    load ahead of it on the engine, which writes it with its own 'completed' row.
+    day without it).
     Each step's time goes to `prepared.timer`; insert_seconds is the INSERT statement alone.
     """
     tenant, domain, day = prepared.tenant, prepared.domain, prepared.day
@@ -350,21 +347,8 @@ def insert_day(
     cluster = clickhouse.resolved_cluster()
     statement, parameters = insert_statement(prepared, cluster)
     timer = prepared.timer
-    offer = None
-    if running_rows is not None and known is not None:
-        entry.attempt = known.attempt(domain, day)
-        offer = running_rows.offer(entry)
-    engine = contextlib.ExitStack()
-    try:
-        engine.enter_context(clickhouse.day_exclusion(tenant.key, domain.name, day))
-        client = engine.enter_context(clickhouse.session(timer))
-    except BaseException as exc:
-        engine.close()
-        if offer is not None and running_rows is not None:
-            if not running_rows.own_row_needed(offer):
-                _fail_handed_row(clickhouse, entry, exc, prepared.secrets)
-        raise
-    with engine:
+    exclusion = clickhouse.day_exclusion(tenant.key, domain.name, day)
+    with exclusion, clickhouse.session(timer) as client:
         with timer.phase("ensure_schema"):
             ensure_schema(client)
         with timer.phase("previous_attempt"):
@@ -372,8 +356,7 @@ def insert_day(
                 known = known_days(client, tenant, [domain], [day])
             entry.attempt = known.attempt(domain, day)
         with timer.phase("log_running"):
-            if offer is None or running_rows is None or running_rows.own_row_needed(offer):
-                backfill_log.write(client, entry, "running")
+            backfill_log.write(client, entry, "running")
         try:
             if (domain.name, day) in known.with_rows:
                 with timer.phase("clear_day"):
@@ -397,7 +380,7 @@ def insert_day(
                 raise
             raise failure from exc
         with timer.phase("log_completed"):
-            backfill_log.write(client, entry, "completed", running_rows)
+            backfill_log.write(client, entry, "completed")
         if after_load is not None:
             after_load(client, entry)
     return DayLoad(
@@ -499,17 +482,6 @@ def _record_failure(
     try:
         clear_day(client, domain, tenant, entry.partition_date)
     finally:
-        backfill_log.write(client, entry, "failed")
-
-
-def _fail_handed_row(
-    clickhouse: ClickHouseResource, entry: backfill_log.LogEntry, exc: BaseException, secrets: tuple
-) -> None:
-    """The day's 'running' row was written while it waited, then its engine session failed to
-    open: 'failed' for the same attempt, in a new session. Should that fail too, the stale-load
-    sweep marks the row failed once the run has ended (the first failure is the one raised)."""
-    entry.error_message = failure_message(clickhouse, exc, secrets)
-    with contextlib.suppress(Exception), clickhouse.session() as client:
         backfill_log.write(client, entry, "failed")
 
 

@@ -33,7 +33,6 @@ from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluat
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
-from atlas_dagster.loading.backfill_log import RunningRows
 from atlas_dagster.loading.inbound import (
     DayLoad,
     KnownDays,
@@ -174,9 +173,6 @@ class RawRun:
         self._progress_read: dict[str, float] = {}
         # The run's slots of the INSERT pool, set while its loads run.
         self._slots: RunSlots | None = None
-        # Embedded, the days take turns on one engine: a day's 'completed' row carries the
-        # 'running' rows of the days waiting behind it (against a server they run side by side).
-        self._running_rows = RunningRows() if clickhouse.is_embedded() else None
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -361,7 +357,6 @@ class RawRun:
                         canceled,
                         checks_in_session,
                         self._known.get(work.tenant.key),
-                        self._running_rows,
                     )
                 finally:
                     result.insert_finished_at = time.time()

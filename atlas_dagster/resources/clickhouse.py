@@ -20,7 +20,11 @@ from pydantic import PrivateAttr
 
 from atlas_dagster import sql
 from atlas_dagster.loading.phases import PhaseTimer
-from atlas_dagster.resources.day_exclusion import day_exclusion, day_key
+from atlas_dagster.resources.day_exclusion import (
+    day_exclusion,
+    day_key,
+    in_process_day_exclusion,
+)
 from atlas_dagster.resources.embedded_engine import (
     EngineOpenError,
     KeptEngine,
@@ -128,9 +132,11 @@ class ClickHouseResource(ConfigurableResource):
     ) -> contextlib.AbstractContextManager[None]:
         """One load of a tenant-day-domain at a time (clear → INSERT → count). Against a server it
         is held in the Dagster instance's storage (resources/day_exclusion.py); embedded, the
-        engine's file lock already serializes every write."""
+        engine's file lock keeps other processes out and an in-process lock this one's threads."""
         if self.is_embedded():
-            return contextlib.nullcontext()
+            return in_process_day_exclusion(
+                day_key(tenant_key, domain, day), self.lock_wait_seconds, self._log
+            )
         return day_exclusion(
             self._instance,
             day_key(tenant_key, domain, day),

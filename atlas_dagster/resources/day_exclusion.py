@@ -11,8 +11,11 @@ instance's storage), and freed by the death of its holder without anyone's help.
   the holder dies; the holder's identity is written into it. Without an instance (a load called
   outside Dagster) the same, in the system's temporary directory: this host only.
 
-Embedded mode needs none of this: the engine's own file lock already lets one process at a time
-write. Every wait is bounded and reported like the others (resources/waits.py).
+Embedded mode needs none of this across processes: the engine's own file lock already lets one
+process at a time write. Within that process the run's threads load side by side on the one
+engine (resources/embedded_engine.py), so they exclude each other with in-process locks
+(`in_process_day_exclusion`). Every wait is bounded and reported like the others
+(resources/waits.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +51,11 @@ WHERE l.locktype = 'advisory' AND l.granted
 
 class DayBusyError(WaitTimeout):
     """Another load of the same tenant-day-domain held it longer than the bounded wait."""
+
+
+# Embedded mode, one per bucket of keys (as the lock files): a collision only makes two days of
+# the same process take turns.
+_IN_PROCESS = [threading.Lock() for _ in range(LOCK_BUCKETS)]
 
 
 def day_key(tenant_key: str, domain: str, day: dt.date) -> str:
@@ -85,6 +94,28 @@ def day_exclusion(
         yield
     finally:
         release_file_lock(handle)
+
+
+@contextlib.contextmanager
+def in_process_day_exclusion(
+    key: str, wait_seconds: float, log: WaitLog | None = None
+) -> Iterator[None]:
+    """Holds `key` against the other threads of this process (embedded mode)."""
+    lock = _IN_PROCESS[_digest(key) % LOCK_BUCKETS]
+    if not lock.acquire(blocking=False):
+        wait = BoundedWait(
+            f"the load of {key} (another thread of this process is loading that day)",
+            wait_seconds,
+            log,
+            DayBusyError,
+        )
+        while not lock.acquire(timeout=POLL_SECONDS):
+            wait.still_waiting(f"held by another thread of worker {current_worker()}")
+        wait.done()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager

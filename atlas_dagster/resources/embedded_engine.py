@@ -237,9 +237,11 @@ def open_engine(
 class KeptEngine:
     """This process's engine, kept open between units of work while nobody else waits for it.
 
-    Threads of the process take turns (one unit of work at a time, as the engine runs one
-    statement stream per process here anyway); another process waiting gets the engine at the
-    end of the current unit.
+    Units of the process's threads run side by side, each on its own connection to the one
+    engine (chDB runs queries of different connections in parallel): on 2 cores, three
+    threads loading small days measured 1.2-1.3x the throughput of one. Another process waiting
+    for the engine stops new units from starting; the last unit in flight closes the engine
+    and hands it over, so nobody waits longer than the units already running.
     """
 
     def __init__(
@@ -255,9 +257,15 @@ class KeptEngine:
         self.wait_seconds = wait_seconds
         self.log = log
         self.run_id = run_id
-        self._turn = threading.Lock()
+        # Guards everything below; notified whenever a unit ends or the engine opens or closes.
+        self._gate = threading.Condition()
+        self._in_flight = 0
+        # A thread is opening or closing the engine, or another process waits for it: no unit
+        # starts until that is over.
+        self._exclusive = False
+        self._draining = False
         self._handle: IO[str] | None = None
-        self._client: Client | None = None
+        self._idle: list[Client] = []  # connections of ended units, reused by the next ones
         # Between units the process may wait on something else (an INSERT slot another process
         # holds while it waits for this engine): a watcher hands the idle engine over too.
         self._stopped = threading.Event()
@@ -269,44 +277,110 @@ class KeptEngine:
     def unit(
         self, on_phase: Callable[[str], contextlib.AbstractContextManager]
     ) -> Iterator[Client]:
-        if not self._turn.acquire(timeout=self.wait_seconds):
-            raise EngineBusyError(f"embedded ClickHouse at {self.data_dir} stayed busy in-process")
+        client = self._start_unit(on_phase)
         try:
-            if self._client is None:
-                self._client, self._handle = open_engine(
-                    self.data_dir,
-                    self.open_client,
-                    self.wait_seconds,
-                    on_phase,
-                    self.log,
-                    self.run_id,
-                )
-            try:
-                yield self._client
-            except BaseException:
-                self.close()  # a unit that failed may leave the session unusable: reopen next
-                raise
-            waiters = other_waiters(self.data_dir)
-            if waiters:
-                with on_phase("engine_close"):
-                    self.close()
-                _let_waiters_in(self.data_dir, waiters)
+            yield client
+        except BaseException:
+            # A unit that failed may leave its connection unusable: it is closed, not reused
+            # (the engine stays open for the other units while one connection does).
+            _close_quietly(client)
+            client = None
+            raise
         finally:
+            self._end_unit(client, on_phase)
+
+    def _start_unit(self, on_phase: Callable[[str], contextlib.AbstractContextManager]) -> Client:
+        deadline = time.monotonic() + self.wait_seconds
+        with self._gate:
+            while True:
+                while self._exclusive or self._draining:
+                    if not self._gate.wait(timeout=max(0.0, deadline - time.monotonic())):
+                        raise EngineBusyError(
+                            f"embedded ClickHouse at {self.data_dir} stayed busy in-process"
+                        )
+                waiters = other_waiters(self.data_dir) if self._handle is not None else set()
+                if not waiters:
+                    break
+                if self._in_flight:  # the last unit in flight hands the engine over
+                    self._draining = True
+                    continue
+                self._exclusive = True  # nothing in flight: this thread hands it over
+                self._gate.release()
+                try:
+                    self._hand_over(waiters)
+                finally:
+                    self._gate.acquire()
+            opening = self._handle is None
+            if opening:
+                self._exclusive = True  # this thread opens; the others wait for it
+            else:
+                self._in_flight += 1
+                if self._idle:
+                    return self._idle.pop()
+        try:
+            if not opening:  # one more connection to the open engine, made outside the gate
+                return self.open_client()
+            client, handle = open_engine(
+                self.data_dir, self.open_client, self.wait_seconds, on_phase, self.log, self.run_id
+            )
+        except BaseException:
+            with self._gate:
+                if opening:
+                    self._exclusive = False
+                else:
+                    self._in_flight -= 1
+                self._gate.notify_all()
+            raise
+        with self._gate:
+            self._handle, self._exclusive = handle, False
+            self._in_flight += 1
+            self._gate.notify_all()
+        return client
+
+    def _end_unit(
+        self, client: Client | None, on_phase: Callable[[str], contextlib.AbstractContextManager]
+    ) -> None:
+        with self._gate:
+            self._in_flight -= 1
+            if client is not None:
+                self._idle.append(client)
             self._idle_since = time.monotonic()
-            self._turn.release()
+            waiters = other_waiters(self.data_dir) if self._handle is not None else set()
+            if not waiters:
+                self._draining = False  # whoever waited gave up meanwhile
+            if not waiters or self._exclusive:
+                self._gate.notify_all()
+                return
+            self._draining = True  # no new unit: the last one in flight hands the engine over
+            if self._in_flight > 0:
+                return
+            self._exclusive = True
+        with on_phase("engine_close"):
+            self._hand_over(waiters)
+
+    def _hand_over(self, waiters: set[str]) -> None:
+        """Closes the engine and lets the waiting processes take it (this thread holds it
+        exclusively: no unit in flight)."""
+        try:
+            self.close()
+            _let_waiters_in(self.data_dir, waiters)
+        finally:
+            with self._gate:
+                self._exclusive = self._draining = False
+                self._gate.notify_all()
 
     def _hand_over_when_idle(self) -> None:
         while not self._stopped.wait(POLL_SECONDS):
-            if not self._turn.acquire(blocking=False):
-                continue  # a unit is running: it hands over at its end
-            try:
-                idle = time.monotonic() - self._idle_since >= IDLE_HANDOVER_SECONDS
-                waiters = other_waiters(self.data_dir) if idle and self._client else set()
-                if waiters:
-                    self.close()
-                    _let_waiters_in(self.data_dir, waiters)
-            finally:
-                self._turn.release()
+            with self._gate:
+                if self._in_flight or self._exclusive or self._handle is None:
+                    continue  # units are running: the last one hands over at its end
+                if time.monotonic() - self._idle_since < IDLE_HANDOVER_SECONDS:
+                    continue
+                waiters = other_waiters(self.data_dir)
+                if not waiters:
+                    continue
+                self._exclusive = True
+            self._hand_over(waiters)
 
     def shut(self) -> None:
         """Stops the idle watcher and closes the engine: the end of the kept_open() scope."""
@@ -315,14 +389,22 @@ class KeptEngine:
         self.close()
 
     def close(self) -> None:
-        client, handle = self._client, self._handle
-        self._client = self._handle = None
+        """Closes every idle connection and releases the lock (no unit may be in flight)."""
+        clients, handle = self._idle, self._handle
+        self._idle, self._handle = [], None
         try:
-            if client is not None:
-                client.close()
+            for client in clients:
+                _close_quietly(client)
         finally:
             if handle is not None:
                 release_file_lock(handle)
+
+
+def _close_quietly(client: Client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - a broken connection is being dropped anyway
+        pass
 
 
 def _let_waiters_in(data_dir: Path, waiters: set[str]) -> None:
