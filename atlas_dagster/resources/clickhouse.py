@@ -195,9 +195,10 @@ class ClickHouseResource(ConfigurableResource):
 
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:
-        """Within this scope the process keeps the embedded engine open between sessions, and
-        hands it to any other process waiting at the end of the current session (see
-        embedded_engine.py). A no-op against a server."""
+        """Within this scope the process keeps the embedded engine open between sessions (its
+        threads' sessions run side by side, one connection each) and hands it to any other
+        process waiting once the sessions in flight end (see embedded_engine.py). A no-op
+        against a server."""
         dsn = self.resolved_dsn()
         if not is_embedded(dsn):
             yield

@@ -5,8 +5,9 @@ Dagster run is its own process. A unit of work takes the lock, opens the engine,
 releases both at its end, while other processes wait their turn (bounded, logged). A run loading
 many days may instead keep the engine open between its units of work (`KeptEngine`): opening it
 costs ~0.3 s and restarts its background merges, which measured here as much time as the
-INSERTs themselves over a 30-day backfill. It still hands the engine over at the end of a unit
-whenever another process is waiting, so nobody waits longer than one unit of work.
+INSERTs themselves over a 30-day backfill. Its threads' units run side by side on their own
+connections; once another process waits, no new unit starts and the last one in flight hands the
+engine over, so nobody waits longer than the units already running.
 """
 
 from __future__ import annotations
