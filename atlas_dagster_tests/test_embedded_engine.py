@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from atlas_dagster.resources.clickhouse import ClickHouseResource, embedded_path
-from atlas_dagster.resources.embedded_engine import other_waiters
+from atlas_dagster.resources.embedded_engine import InflightBytes, other_waiters
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
@@ -167,3 +167,50 @@ def test_a_waiting_process_stops_new_units_until_it_had_the_engine(tmp_path: Pat
         late.join(timeout=60)
         assert waiter.wait(timeout=30) == 0
     assert seen_by_late_unit == [True], seen_by_late_unit
+
+
+def test_small_days_share_the_engine_and_a_larger_one_runs_alone_in_its_turn() -> None:
+    """Two small days are in flight together; a day above the limit waits until nothing is in
+    flight, and a small day asking after it does not overtake it."""
+    room, mb, limit = InflightBytes(), 1 << 20, 32 << 20
+    events: list[str] = []
+    guard = threading.Lock()
+    release = threading.Event()
+
+    def hold(name: str, nbytes: int, inside: threading.Event | None = None) -> None:
+        with room.hold(nbytes, limit, name, 30):
+            with guard:
+                events.append(f"+{name}")
+            if inside is not None:
+                inside.set()
+                assert release.wait(30)
+            with guard:
+                events.append(f"-{name}")
+
+    def queued(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(room._queue) < count:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    a_in, b_in = threading.Event(), threading.Event()
+    threads = [
+        threading.Thread(target=hold, args=("small-a", mb, a_in)),
+        threading.Thread(target=hold, args=("small-b", mb, b_in)),
+    ]
+    for thread in threads:
+        thread.start()
+    assert a_in.wait(10) and b_in.wait(10)  # side by side
+    threads.append(threading.Thread(target=hold, args=("large", 40 * mb)))
+    threads[-1].start()
+    queued(1)
+    threads.append(threading.Thread(target=hold, args=("small-c", mb)))
+    threads[-1].start()
+    queued(2)
+    with guard:
+        assert "+large" not in events and "+small-c" not in events, events
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert events.index("+large") > max(events.index("-small-a"), events.index("-small-b"))
+    assert events.index("+small-c") > events.index("-large"), events

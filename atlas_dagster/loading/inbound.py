@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -347,8 +348,12 @@ def insert_day(
     cluster = clickhouse.resolved_cluster()
     statement, parameters = insert_statement(prepared, cluster)
     timer = prepared.timer
-    exclusion = clickhouse.day_exclusion(tenant.key, domain.name, day)
-    with exclusion, clickhouse.session(timer) as client:
+    with contextlib.ExitStack() as engine:
+        engine.enter_context(clickhouse.day_exclusion(tenant.key, domain.name, day))
+        with timer.phase("insert_room_wait"):
+            label = f"{domain.raw_table} {tenant.key} {day}"
+            engine.enter_context(clickhouse.insert_room(day_export.bytes, label))
+        client = engine.enter_context(clickhouse.session(timer))
         with timer.phase("ensure_schema"):
             ensure_schema(client)
         with timer.phase("previous_attempt"):

@@ -27,13 +27,14 @@ from atlas_dagster.resources.day_exclusion import (
 )
 from atlas_dagster.resources.embedded_engine import (
     EngineOpenError,
+    InflightBytes,
     KeptEngine,
     open_engine,
     release_file_lock,
 )
 from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.secrets import redact
-from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn
+from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn, embedded_inflight_bytes
 
 
 def is_embedded(dsn: str) -> bool:
@@ -109,6 +110,8 @@ def _short_reason(exc: Exception, dsn: str) -> str:
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
 _KEPT_GUARD = threading.Lock()
+# The Parquet bytes of the process's embedded INSERTs in flight (`ClickHouseResource.insert_room`).
+_INFLIGHT = InflightBytes()
 
 
 class ClickHouseResource(ConfigurableResource):
@@ -143,6 +146,16 @@ class ClickHouseResource(ConfigurableResource):
             self.lock_wait_seconds,
             self._log,
             self._run_id,
+        )
+
+    def insert_room(self, nbytes: int, what: str) -> contextlib.AbstractContextManager[None]:
+        """Embedded: waits until the INSERTs in flight in this process leave room for `nbytes` of
+        Parquet (settings.embedded_inflight_bytes; a larger day runs alone). A server's memory is
+        its own business: nothing to wait for."""
+        if not self.is_embedded():
+            return contextlib.nullcontext()
+        return _INFLIGHT.hold(
+            nbytes, embedded_inflight_bytes(), what, self.lock_wait_seconds, self._log
         )
 
     def resolved_dsn(self) -> str:

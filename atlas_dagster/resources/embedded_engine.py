@@ -12,6 +12,7 @@ engine over, so nobody waits longer than the units already running.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import fcntl
@@ -399,6 +400,82 @@ class KeptEngine:
         finally:
             if handle is not None:
                 release_file_lock(handle)
+
+
+class InflightBytes:
+    """The Parquet bytes of this process's INSERTs on the embedded engine, kept under a limit.
+
+    Units run side by side on the engine (`KeptEngine`), and an INSERT's memory grows with its
+    day. Days are admitted in the order they ask (first come, first served: a large day is not
+    overtaken by the small ones behind it, and newest-first dispatch order holds), each when the
+    bytes in flight leave room for it or nothing is in flight (so a day larger than the limit
+    still runs, alone).
+    """
+
+    def __init__(self) -> None:
+        self._room = threading.Condition()
+        self._in_flight = 0
+        self._queue: collections.deque[object] = collections.deque()
+
+    @contextlib.contextmanager
+    def hold(
+        self,
+        nbytes: int,
+        limit: int,
+        what: str,
+        wait_seconds: float,
+        log: WaitLog | None = None,
+    ) -> Iterator[None]:
+        ticket = object()
+        with self._room:
+            self._queue.append(ticket)
+            try:
+                self._wait_turn(ticket, nbytes, limit, what, wait_seconds, log)
+            except BaseException:
+                self._queue.remove(ticket)
+                self._room.notify_all()
+                raise
+            self._queue.popleft()
+            self._in_flight += nbytes
+            self._room.notify_all()
+        try:
+            yield
+        finally:
+            with self._room:
+                self._in_flight -= nbytes
+                self._room.notify_all()
+
+    def _wait_turn(
+        self,
+        ticket: object,
+        nbytes: int,
+        limit: int,
+        what: str,
+        wait_seconds: float,
+        log: WaitLog | None,
+    ) -> None:
+        """Called with the condition held; returns once `ticket` is first and fits."""
+        started, wait = time.monotonic(), None
+        while not (
+            self._queue[0] is ticket and (self._in_flight == 0 or self._in_flight + nbytes <= limit)
+        ):
+            # Reported only past a second: small days queue for milliseconds all the time.
+            if wait is None and time.monotonic() - started >= 1.0:
+                wait = BoundedWait(
+                    f"room among the embedded INSERTs in flight for {what} "
+                    f"({nbytes / 1e6:.1f} MB of Parquet)",
+                    wait_seconds,
+                    log,
+                    EngineBusyError,
+                )
+            if wait is not None:
+                wait.still_waiting(
+                    f"{self._in_flight / 1e6:.1f} MB in flight, {limit / 1e6:.1f} MB allowed "
+                    "(ATLAS_EMBEDDED_INFLIGHT_MB)"
+                )
+            self._room.wait(timeout=POLL_SECONDS * 10)
+        if wait is not None:
+            wait.done()
 
 
 def _close_quietly(client: Client) -> None:
