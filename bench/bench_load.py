@@ -11,6 +11,10 @@ Run with `.venv/bin/python -m bench.bench_load` (the `make bench` target). On th
 * (b) bare engine: one python process per day that opens chDB on a fresh directory, applies
   the schema and runs INSERT INTO atlas.tbt_raw_events_casino SELECT ... FROM file(...).
 
+Each side runs --repeat times per day (default 3), alternating which goes first, after a sync
+and --settle seconds of quiet, and the median run of each side is compared (every run is
+printed too): see bench/protocol.py.
+
 Throughput of the pipeline is given two ways: over the load step (backfill_log started_at ->
 updated_at of the 'completed' row: engine lock and open, schema check, attempt, 'running' log,
 clear, INSERT, count FINAL; validation runs before it) and over the INSERT statement alone (timed
@@ -37,6 +41,14 @@ import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bench.protocol import (
+    DEFAULT_REPEAT,
+    DEFAULT_SETTLE_SECONDS,
+    median_run,
+    settle,
+    sides_in_order,
+)
 
 if TYPE_CHECKING:
     from atlas_dagster.tenants import Tenant
@@ -486,6 +498,29 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _repeat_figures(sample: dict) -> dict:
+    keys = ("load_step_seconds", "insert_seconds", "insert_cpu_seconds", "max_rss_time_v")
+    return {key: sample.get(key) for key in keys}
+
+
+def summarize_repeats(results: list[dict]) -> None:
+    if not any(len(r.get("pipeline_repeats", [])) > 1 for r in results):
+        return
+    print("\nevery repeat (s): pipeline load step / INSERT / INSERT cpu; bare INSERT / cpu")
+    for r in results:
+        pipes = r.get("pipeline_repeats", [])
+        bares = r.get("bare_repeats", [])
+        pipe_text = "  ".join(
+            f"{_secs(p['load_step_seconds'])}/{_secs(p['insert_seconds'])}/"
+            f"{_secs(p['insert_cpu_seconds'])}"
+            for p in pipes
+        )
+        bare_text = "  ".join(
+            f"{_secs(b['insert_seconds'])}/{_secs(b['insert_cpu_seconds'])}" for b in bares
+        )
+        print(f"{r['day']:<10} pipeline {pipe_text} | bare {bare_text}")
+
+
 def summarize(results: list[dict]) -> None:
     header = (
         f"{'day':<10} {'rows':>10} {'files':>5} | {'pipe r/s load':>13} {'pipe r/s ins':>12} "
@@ -513,6 +548,7 @@ def summarize(results: list[dict]) -> None:
         "\nRSS pipe      = /usr/bin/time -v max RSS (largest process: the step subprocess);"
         "\n(tree)        = peak of the summed RSS of the dagster process tree (/proc polling)."
     )
+    summarize_repeats(results)
     summarize_cpu(results)
     summarize_phases(results)
     summarize_timelines(results)
@@ -617,6 +653,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="kept between runs (data is reused)")
     parser.add_argument("--only", choices=("both", "pipeline", "bare"), default="both")
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=DEFAULT_SETTLE_SECONDS,
+        help="seconds of quiet (after a sync) before each run",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=DEFAULT_REPEAT,
+        help="runs of each side per day, alternating which goes first; the median is "
+        "reported (default 3)",
+    )
+    parser.add_argument(
         "--bare-from",
         type=Path,
         help="take the bare figures from an earlier JSON instead of re-running",
@@ -678,14 +727,25 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for day in days:
         record = {k: day[k] for k in ("day", "rows", "files", "bytes")}
-        if args.only in ("both", "pipeline"):
-            print(f"pipeline {day['day']} ({day['rows']:,} rows) ...", flush=True)
-            record["pipeline"] = run_pipeline(day, work, args, base_env)
-            if record["pipeline"]["rows_loaded"] != day["rows"]:
-                raise RuntimeError(f"pipeline loaded {record['pipeline']['rows_loaded']} rows")
-        if args.only in ("both", "bare") and not args.bare_from:
-            print(f"bare     {day['day']} ({day['rows']:,} rows) ...", flush=True)
-            record["bare"] = run_bare(day, work, args.keep_engines)
+        pipelines, bares = [], []
+        for repeat in range(args.repeat):
+            for side in sides_in_order(repeat, "pipeline", "bare"):
+                settle(args.settle)
+                if side == "pipeline" and args.only in ("both", "pipeline"):
+                    print(f"pipeline {day['day']} ({day['rows']:,} rows) ...", flush=True)
+                    sample = run_pipeline(day, work, args, base_env)
+                    if sample["rows_loaded"] != day["rows"]:
+                        raise RuntimeError(f"pipeline loaded {sample['rows_loaded']} rows")
+                    pipelines.append(sample)
+                if side == "bare" and args.only in ("both", "bare") and not args.bare_from:
+                    print(f"bare     {day['day']} ({day['rows']:,} rows) ...", flush=True)
+                    bares.append(run_bare(day, work, args.keep_engines))
+        if pipelines:
+            record["pipeline"] = median_run(pipelines, "load_step_seconds")
+            record["pipeline_repeats"] = [_repeat_figures(s) for s in pipelines]
+        if bares:
+            record["bare"] = median_run(bares, "insert_seconds")
+            record["bare_repeats"] = [_repeat_figures(s) for s in bares]
         elif earlier.get(day["day"]):
             record["bare"] = earlier[day["day"]]
         p, b = record.get("pipeline"), record.get("bare")

@@ -14,6 +14,8 @@ applied first:
   creation to the last 'completed' row; the daemon's pick-up (its loop sleeps 30 s) is inside.
 
 Ratio = bare seconds / pipeline seconds for the same rows (targets: load ≥ 0.5, backfill ≥ 0.4).
+Bare and load run --repeat times each (default 3), alternating which goes first, and their
+medians are compared; the backfill runs once, against the bare median.
 Per-phase costs come from each day's load_phases metadata (mean wall ms per tenant-day-domain),
 with the Dagster events the run wrote per tenant-day-domain. JSON goes to
 bench-results/small.json. --project-root runs the pipeline from another copy of the project
@@ -44,6 +46,13 @@ from bench.bench_backfill import (
     launch_backfill_cli,
     stop_gold_automation,
     wait_for_daemons,
+)
+from bench.protocol import (
+    DEFAULT_REPEAT,
+    DEFAULT_SETTLE_SECONDS,
+    median_run,
+    settle,
+    sides_in_order,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -247,6 +256,41 @@ def print_phases(name: str, phases: dict[str, Any]) -> None:
     print(f"  Dagster events per unit: {phases['dagster_events_per_unit']:.1f}")
 
 
+def measure_bare_and_load(
+    args: argparse.Namespace, tenant: Any, tenants_file: Path, project_root: Path, work: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """--repeat runs of each side, each on a fresh directory, alternating which goes first."""
+    bares: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    for repeat in range(args.repeat):
+        for side in sides_in_order(repeat, "bare", "load"):
+            runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+            settle(args.settle)
+            try:
+                if side == "bare":
+                    print("bare per-day INSERTs ...", flush=True)
+                    bares.append(run_bare(tenant, runs))
+                    print(f"  {bares[-1]['units']} INSERTs in {bares[-1]['seconds']:.2f}s")
+                else:
+                    print("atlas-dagster load ...", flush=True)
+                    loads.append(run_load(tenant, runs, tenants_file, project_root))
+                    print(f"  first 'running' -> last 'completed' {loads[-1]['seconds']:.2f}s")
+            finally:
+                shutil.rmtree(runs, ignore_errors=True)
+    return bares, loads
+
+
+def print_repeats(bares: list[dict[str, Any]], loads: list[dict[str, Any]]) -> None:
+    if len(bares) < 2:
+        return
+    pairs = ", ".join(
+        f"{b['seconds']:.2f}/{lo['seconds']:.2f} ({b['seconds'] / lo['seconds']:.2f})"
+        for b, lo in zip(bares, loads, strict=True)
+    )
+    print(f"\nevery repeat, bare/load seconds (ratio): {pairs}")
+    print(f"the table compares the medians of {len(bares)} runs of each")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_bare"]:
@@ -261,6 +305,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=5_000, help="rows per day and domain")
     parser.add_argument("--start-date", default="2026-09-01")
     parser.add_argument("--skip-backfill", action="store_true", help="bare and load only")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=DEFAULT_REPEAT,
+        help="runs of bare and of load, alternating which goes first; the medians are "
+        "compared, the backfill (once) against the bare median (default 3)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=DEFAULT_SETTLE_SECONDS,
+        help="seconds of quiet (after a sync) before each run",
+    )
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / ".bench-work" / "small")
     parser.add_argument("--project-root", type=Path, default=REPO_ROOT)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results" / "small.json")
@@ -272,20 +329,19 @@ def main(argv: list[str] | None = None) -> int:
     tenant = bench_tenant(work / "exports", args)
     exports = generate(tenant, args)
     tenants_file = write_tenants(work / "tenants.yaml", [tenant])
-    runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-    try:
-        print("bare per-day INSERTs ...", flush=True)
-        bare = run_bare(tenant, runs)
-        print(f"  {bare['units']} INSERTs, {bare['rows']:,} rows in {bare['seconds']:.2f}s")
-        print("atlas-dagster load ...", flush=True)
-        load = run_load(tenant, runs, tenants_file, project_root)
-        backfill = (
-            None if args.skip_backfill else run_backfill(tenant, runs, tenants_file, project_root)
-        )
-    finally:
-        shutil.rmtree(runs, ignore_errors=True)
+    bares, loads = measure_bare_and_load(args, tenant, tenants_file, project_root, work)
+    bare, load = median_run(bares, "seconds"), median_run(loads, "seconds")
+    backfill = None
+    if not args.skip_backfill:
+        runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+        settle(args.settle)
+        try:
+            backfill = run_backfill(tenant, runs, tenants_file, project_root)
+        finally:
+            shutil.rmtree(runs, ignore_errors=True)
 
     expected = args.days * len(ALL_DOMAINS) * args.rows
+    print_repeats(bares, loads)
     print(f"\n{'':<34} {'seconds':>8} {'rows':>10} {'ratio':>6} {'target':>6}")
     print(f"{'bare per-day INSERTs':<34} {bare['seconds']:>8.2f} {bare['rows']:>10,}")
     rows = [("atlas-dagster load", load, LOAD_TARGET)]
@@ -320,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         "exports_mb": exports["bytes"] / MB,
         "bare": bare,
         "load": load,
+        "bare_repeats": [b["seconds"] for b in bares],
+        "load_repeats": [lo["seconds"] for lo in loads],
         "backfill": backfill,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

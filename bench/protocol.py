@@ -1,0 +1,33 @@
+"""How a benchmark compares the pipeline with the bare engine: repeated runs, alternating which
+side goes first, a settle between runs, and the median of each side."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+# A single pair said little on this 2-core machine (2026-12-04, idle): the load ratio of one
+# 1M-row day moved between 0.83 and 0.99 from one invocation to the next, and the small bench's
+# bare run between 3.1 and 8.0 s.
+DEFAULT_REPEAT = 3
+# Bare runs right after a load took 6.1-6.4 s against 3.26 s for the invocation's first run:
+# the previous run's writes were still being flushed (and its files deleted).
+DEFAULT_SETTLE_SECONDS = 5.0
+
+
+def settle(seconds: float) -> None:
+    """Flushes the previous run's writes and waits, so that no run pays for the one before it."""
+    os.sync()
+    time.sleep(seconds)
+
+
+def sides_in_order(repeat: int, first: str, second: str) -> tuple[str, str]:
+    """Even repeats run `first` first, odd ones `second`: neither side always follows the other."""
+    return (first, second) if repeat % 2 == 0 else (second, first)
+
+
+def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The run whose `key` is the median (the lower one of an even count)."""
+    ordered = sorted(runs, key=lambda run: run[key])
+    return ordered[(len(ordered) - 1) // 2]
