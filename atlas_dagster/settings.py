@@ -71,6 +71,18 @@ def slot_wait_seconds() -> int:
     )
 
 
+def backfill_wait_seconds() -> int:
+    """ATLAS_BACKFILL_WAIT_SECONDS: how long `atlas-dagster backfill --wait` follows a backfill
+    (default 24 h). Only the wait ends there: the backfill goes on in the daemon."""
+    return _int_setting(
+        "ATLAS_BACKFILL_WAIT_SECONDS",
+        24 * 3600,
+        1,
+        30 * 86_400,
+        "seconds `atlas-dagster backfill --wait` follows a backfill",
+    )
+
+
 def tenants_file() -> Path:
     return Path(os.environ.get("ATLAS_TENANTS_FILE") or atlas_home() / "tenants.yaml")
 

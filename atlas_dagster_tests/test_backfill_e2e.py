@@ -23,7 +23,8 @@ from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PRIORITY_TAG
 
-from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
+from atlas_dagster.cli.backfill import wait_for
+from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi, DagsterApiError
 from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.exports.layout import day_folder
@@ -331,3 +332,31 @@ def test_cancel_stops_queued_days_and_leaves_nothing_running(stack: DagsterStack
     # What did load is the newest days, in one unbroken stretch back from the last day.
     logged = sorted((r["partition_date"] for r in rows), reverse=True)
     assert logged == [CANCEL_LAST - dt.timedelta(days=i) for i in range(len(logged))]
+
+
+def test_backfill_wait_gives_up_at_its_bound_and_the_backfill_goes_on(stack: DagsterStack) -> None:
+    """`--wait` reports the backfill's progress and, at its bound, exits 2 saying where to follow
+    it; the backfill is left alone and finishes. A status request the webserver refuses (an
+    unknown backfill) fails at once instead of being waited for."""
+    day = CANCEL_FIRST.isoformat()  # the cancel test stops before the oldest day
+    # A backfill cannot finish in 2 s: the daemon marks it done on a later pass (every 30 s).
+    waited = _cli(
+        stack,
+        *("backfill", "--org", "cancel", "--brand", "main", "--start", day, "--end", day),
+        *("--wait", "--wait-seconds", "2", "--url", stack.url),
+    )
+    assert waited.returncode == 2, waited.stdout + waited.stderr
+    backfill_id = re.search(r"launched backfill (\w+)", waited.stdout).group(1)
+    assert f"atlas-dagster: waiting for backfill {backfill_id} to finish" in waited.stderr
+    assert (
+        f"atlas-dagster: gave up waiting for backfill {backfill_id} to finish (it goes on "
+        f"without this wait: {stack.url}/runs/b/{backfill_id})"
+    ) in waited.stderr
+    api = DagsterApi(stack.url)
+    assert wait_for(api, backfill_id, BACKFILL_TIMEOUT_SECONDS) == 0, stack.log_tail()
+    statuses = {row["partition_date"]: row["status"] for row in _log_rows(stack, "cancel")}
+    assert statuses[CANCEL_FIRST] == "completed"
+    started = time.monotonic()
+    with pytest.raises(DagsterApiError, match="backfill nosuchbackfill"):
+        wait_for(api, "nosuchbackfill", BACKFILL_TIMEOUT_SECONDS)
+    assert time.monotonic() - started < 30

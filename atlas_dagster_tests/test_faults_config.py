@@ -4,12 +4,16 @@ CLI one clear line and a non-zero exit; a bad tenants entry is an error naming t
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import pytest
 
+from atlas_dagster.cli.backfill import wait_for
+from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import free_port
 from atlas_dagster.definitions import build_definitions
+from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.tenants import TenantConfigError, load_tenants
 from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.faults_support import cli, fault_site
@@ -120,3 +124,21 @@ def test_good_s3_settings_still_load(tmp_path: Path) -> None:
         path = _tenants(tmp_path, source="s3://acme-exports/atlas", s3=S3_BASE | s3)
         [tenant] = load_tenants(path)
         assert tenant.s3.region == s3.get("region")
+
+
+def test_a_backfill_wait_with_no_webserver_reports_and_gives_up_at_its_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`backfill --wait` outlives a webserver restart within its bound, saying so as it waits,
+    and at the bound gives up naming what it waited for and the last answer it had."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger="atlas_dagster.waits"):
+        with pytest.raises(WaitTimeout) as raised:
+            wait_for(DagsterApi(url), "abcdefgh", limit_seconds=1.0)
+    assert time.monotonic() - started < 10
+    message = str(raised.value)
+    assert "gave up waiting for backfill abcdefgh to finish" in message
+    assert f"it goes on without this wait: {url}/runs/b/abcdefgh" in message
+    assert f"no Dagster webserver answers at {url}" in message
+    assert "waiting for backfill abcdefgh to finish" in caplog.text

@@ -9,6 +9,7 @@ import time
 from atlas_dagster.cli.dagster_api import (
     FINISHED_BACKFILL_STATUSES,
     DagsterApi,
+    WebserverUnreachable,
     default_url,
 )
 from atlas_dagster.orchestration.backfill_plan import (
@@ -22,7 +23,8 @@ from atlas_dagster.orchestration.backfill_plan import (
     export_sizes,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.resources.waits import BoundedWait
+from atlas_dagster.settings import backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 
 WAIT_POLL_SECONDS = 2.0
@@ -33,6 +35,16 @@ def _date(value: str) -> dt.date:
         return dt.date.fromisoformat(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{value!r} is not a YYYY-MM-DD date") from exc
+
+
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from exc
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: the wait's bound must be above 0 seconds")
+    return seconds
 
 
 def _tenant(args: argparse.Namespace) -> Tenant:
@@ -133,7 +145,7 @@ def run_fleet_backfill(args: argparse.Namespace) -> int:
     backfill_id = api.launch_backfill(selection, f"fleet {window}", {"atlas/fleet": window})
     print(f"launched backfill {backfill_id}: {len(plan.tenants)} tenant(s), newest day first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
-    return wait_for(api, backfill_id) if args.wait else 0
+    return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
 
 
 def run_backfill(args: argparse.Namespace) -> int:
@@ -161,17 +173,46 @@ def run_backfill(args: argparse.Namespace) -> int:
     backfill_id = api.launch_backfill(selection, title, {"atlas/tenant": plan.tenant.key})
     print(f"launched backfill {backfill_id}: {len(plan.days)} tenant-day(s), newest first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
-    return wait_for(api, backfill_id) if args.wait else 0
+    return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
 
 
-def wait_for(api: DagsterApi, backfill_id: str) -> int:
-    status = api.backfill_status(backfill_id)
-    while status["status"] not in FINISHED_BACKFILL_STATUSES:
+def wait_for(api: DagsterApi, backfill_id: str, limit_seconds: float) -> int:
+    """Follows the backfill until it finishes, at most `limit_seconds`, reporting its progress
+    (waits.BoundedWait: at once, then every 10 s). At the bound WaitTimeout says so and where to
+    follow it; the backfill itself goes on. A webserver that stops answering (a restart during
+    a long backfill) is waited for within the same bound; one that refuses the request is not."""
+    wait = BoundedWait(
+        f"backfill {backfill_id} to finish (it goes on without this wait: "
+        f"{api.url}/runs/b/{backfill_id})",
+        limit_seconds,
+    )
+    while True:
+        try:
+            status = api.backfill_status(backfill_id)
+        except WebserverUnreachable as exc:
+            wait.still_waiting(str(exc))
+        else:
+            if status["status"] in FINISHED_BACKFILL_STATUSES:
+                break
+            wait.still_waiting(_progress(status))
         time.sleep(WAIT_POLL_SECONDS)
-        status = api.backfill_status(backfill_id)
-    counts = {c["runStatus"]: c["count"] for c in status.get("partitionStatusCounts") or []}
-    print(f"backfill {backfill_id} {status['status']}: {counts}")
+    wait.done()
+    print(f"backfill {backfill_id} {status['status']}: {_counts(status)}")
     return 0 if status["status"] in ("COMPLETED", "COMPLETED_SUCCESS") else 1
+
+
+def _counts(status: dict) -> dict[str, int]:
+    return {c["runStatus"]: c["count"] for c in status.get("partitionStatusCounts") or []}
+
+
+def _progress(status: dict) -> str:
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(_counts(status).items()))
+    runs = counts or "none run yet"
+    return f"{status['status']}, {status.get('numPartitions')} partitions ({runs})"
+
+
+def _wait_limit(args: argparse.Namespace) -> float:
+    return args.wait_seconds if args.wait_seconds is not None else backfill_wait_seconds()
 
 
 def run_cancel(args: argparse.Namespace) -> int:
@@ -249,7 +290,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     window_arguments(backfill, fleet=True)
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, launch nothing")
-    backfill.add_argument("--wait", action="store_true", help="wait until the backfill finishes")
+    backfill.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the backfill until it finishes, reporting its progress, at most "
+        "--wait-seconds (the backfill goes on if the wait ends first: exit status 2)",
+    )
+    backfill.add_argument(
+        "--wait-seconds",
+        type=_positive_seconds,
+        help="the bound of --wait (default ATLAS_BACKFILL_WAIT_SECONDS, else 24 h)",
+    )
     backfill.add_argument("--url", default=default_url(), help="the Dagster webserver")
     backfill.set_defaults(run=run_backfill)
     cancel = commands.add_parser("cancel", help="cancel a backfill and terminate its runs")

@@ -25,6 +25,10 @@ class DagsterApiError(RuntimeError):
     """The webserver is unreachable or refused the request; the message says which."""
 
 
+class WebserverUnreachable(DagsterApiError):
+    """No answer from the webserver (down, restarting, wrong URL): a follower may try again."""
+
+
 def default_url() -> str:
     return os.environ.get("ATLAS_DAGSTER_URL") or DEFAULT_URL
 
@@ -48,7 +52,7 @@ class DagsterApi:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 payload = json.loads(response.read())
         except (urllib.error.URLError, OSError) as exc:
-            raise DagsterApiError(
+            raise WebserverUnreachable(
                 f"no Dagster webserver answers at {self.url} ({exc}); start it with `make dev`"
             ) from exc
         if payload.get("errors"):

@@ -19,7 +19,7 @@ from atlas_dagster.demo_data import write_demo_exports
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import atlas_home, tenants_file
+from atlas_dagster.settings import atlas_home, backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, load_tenants
 
 GOLD_WAIT_SECONDS = 600
@@ -105,7 +105,7 @@ def run_demo(args: argparse.Namespace) -> int:
         }
         backfill_id = api.launch_backfill(selection, f"demo {tenant.key}", {})
         print(f"launched backfill {backfill_id}: {api.url}/runs/b/{backfill_id} (newest day first)")
-        raw_ok = wait_for(api, backfill_id) == 0
+        raw_ok = wait_for(api, backfill_id, backfill_wait_seconds()) == 0
         gold_ok = _wait_for_gold(tenant)
     main(["status", "--org", tenant.organization_id, "--brand", tenant.brand_id])
     _print_gold(tenant)
