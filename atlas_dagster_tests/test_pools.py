@@ -178,3 +178,43 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
         slots.release()
         assert order == ["older run, day 10", "newer", "older run, day 9"]
         assert _claimed(instance) == []
+
+
+def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound(
+    monkeypatch,
+) -> None:
+    """RunSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
+    bound a kept slot stays kept on a stale "no" (the read is what cost the load), and the first
+    INSERT to end after it reads again and gives the slot to the waiting claim."""
+    import time
+
+    from atlas_dagster.orchestration import pools
+
+    monkeypatch.setattr(pools, "WAITING_READ_SECONDS", 2.0)
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
+        canceled = threading.Event()
+        order: list[str] = []
+        with slots.slot("day 10", 10, canceled):  # ends with a fresh read: nobody waits
+            order.append("day 10")
+        read_at = time.monotonic()
+        other = threading.Thread(
+            target=_take, args=(instance, _started_run(instance), "newer", 20, canceled, order)
+        )
+        other.start()
+        try:
+            _wait_for_pending(instance, 2)  # the kept slot's own claim, and the waiting one
+            with slots.slot("day 9", 9, canceled):
+                order.append("day 9")
+            assert time.monotonic() - read_at < 2.0, "too slow to end day 9 within the bound"
+            time.sleep(2.1)
+            with slots.slot("day 8", 8, canceled):  # still kept; its end reads and frees it
+                order.append("day 8")
+            other.join(timeout=10)
+        finally:
+            canceled.set()  # a claim still waiting (the failure case) gives up
+            other.join(timeout=10)
+        assert order == ["day 10", "day 9", "day 8", "newer"]
+        slots.release()
+        assert _claimed(instance) == []
