@@ -169,7 +169,7 @@ def test_asset_backfill_of_the_fleet_from_the_ui_runs_in_one_order(stack: Dagste
     assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
     keys = [f"{day}|{org}.main" for day in _days(FIRST, LAST) for org in TENANTS]
     backfill_id = launch_like_the_ui(api, keys, assets)
-    assert wait_for(api, backfill_id) == 0, stack.log_tail()
+    assert wait_for(api, backfill_id, TIMEOUT_SECONDS) == 0, stack.log_tail()
 
     _, intervals, pool = _fleet_runs(stack, backfill_id)
     counts = Counter((i.asset_key, i.partition_key) for i in intervals)
