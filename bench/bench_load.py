@@ -498,6 +498,31 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def measure_day(
+    day: dict, work: Path, args: argparse.Namespace, base_env: dict
+) -> tuple[list[dict], list[dict]]:
+    """The day's pipeline and bare runs, --repeat of each side, alternating which goes first."""
+    sides = {"both": {"pipeline", "bare"}, "pipeline": {"pipeline"}, "bare": {"bare"}}[args.only]
+    if args.bare_from:
+        sides = sides - {"bare"}
+    pipelines: list[dict] = []
+    bares: list[dict] = []
+    for repeat in range(args.repeat):
+        for side in sides_in_order(repeat, "pipeline", "bare"):
+            if side not in sides:
+                continue
+            settle(args.settle)
+            print(f"{side:<8} {day['day']} ({day['rows']:,} rows) ...", flush=True)
+            if side == "bare":
+                bares.append(run_bare(day, work, args.keep_engines))
+                continue
+            sample = run_pipeline(day, work, args, base_env)
+            if sample["rows_loaded"] != day["rows"]:
+                raise RuntimeError(f"pipeline loaded {sample['rows_loaded']} rows")
+            pipelines.append(sample)
+    return pipelines, bares
+
+
 def _repeat_figures(sample: dict) -> dict:
     keys = ("load_step_seconds", "insert_seconds", "insert_cpu_seconds", "max_rss_time_v")
     return {key: sample.get(key) for key in keys}
@@ -727,19 +752,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for day in days:
         record = {k: day[k] for k in ("day", "rows", "files", "bytes")}
-        pipelines, bares = [], []
-        for repeat in range(args.repeat):
-            for side in sides_in_order(repeat, "pipeline", "bare"):
-                settle(args.settle)
-                if side == "pipeline" and args.only in ("both", "pipeline"):
-                    print(f"pipeline {day['day']} ({day['rows']:,} rows) ...", flush=True)
-                    sample = run_pipeline(day, work, args, base_env)
-                    if sample["rows_loaded"] != day["rows"]:
-                        raise RuntimeError(f"pipeline loaded {sample['rows_loaded']} rows")
-                    pipelines.append(sample)
-                if side == "bare" and args.only in ("both", "bare") and not args.bare_from:
-                    print(f"bare     {day['day']} ({day['rows']:,} rows) ...", flush=True)
-                    bares.append(run_bare(day, work, args.keep_engines))
+        pipelines, bares = measure_day(day, work, args, base_env)
         if pipelines:
             record["pipeline"] = median_run(pipelines, "load_step_seconds")
             record["pipeline_repeats"] = [_repeat_figures(s) for s in pipelines]
