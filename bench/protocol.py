@@ -11,8 +11,10 @@ from typing import Any
 # 1M-row day moved between 0.83 and 0.99 from one invocation to the next, and the small bench's
 # bare run between 3.1 and 8.0 s.
 DEFAULT_REPEAT = 3
-# Bare runs right after a load took 6.1-6.4 s against 3.26 s for the invocation's first run:
-# the previous run's writes were still being flushed (and its files deleted).
+# Bare runs right after a load took 6.1-6.4 s against 3.26 s for the invocation's first run. A
+# sync and a pause are the cheap guess at letting one run's writes settle before the next; they
+# did not remove the drift (365-day small bench: bare 19.08 s first, then 30.28 and 32.36 s),
+# which is why every run is printed beside the medians.
 DEFAULT_SETTLE_SECONDS = 5.0
 
 
