@@ -25,7 +25,12 @@ class TenantDay:
 
     @property
     def partition_key(self) -> str:
-        return f"{self.partition_date.isoformat()}|{self.tenant_key}"
+        return partition_key(self.partition_date, self.tenant_key)
+
+
+def partition_key(day: dt.date, tenant_key: str) -> str:
+    """(date, tenant key) → '2026-11-30|acme.main'; split_key is its inverse."""
+    return f"{day.isoformat()}|{tenant_key}"
 
 
 def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:

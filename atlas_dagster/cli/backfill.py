@@ -22,6 +22,7 @@ from atlas_dagster.orchestration.backfill_plan import (
     estimate_duration,
     export_sizes,
 )
+from atlas_dagster.partitions import partition_key, split_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.waits import BoundedWait
 from atlas_dagster.settings import backfill_wait_seconds, tenants_file
@@ -59,16 +60,16 @@ def _plan(args: argparse.Namespace) -> BackfillPlan:
 
 def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
     """Consecutive days of one tenant as (oldest, newest) key ranges, for the GraphQL selector."""
-    days = sorted(dt.date.fromisoformat(k.split("|", 1)[0]) for k in partition_keys)
+    days = sorted(split_key(k)[0] for k in partition_keys)
     if not days:
         return []
-    tenant = partition_keys[0].split("|", 1)[1]
+    tenant = split_key(partition_keys[0])[1]
     ranges, first, previous = [], days[0], days[0]
     for day in days[1:] + [None]:
         if day is not None and day == previous + dt.timedelta(days=1):
             previous = day
             continue
-        ranges.append((f"{first}|{tenant}", f"{previous}|{tenant}"))
+        ranges.append((partition_key(first, tenant), partition_key(previous, tenant)))
         if day is not None:
             first = previous = day
     return ranges

@@ -17,6 +17,7 @@ from atlas_dagster.cli.dagster_api import DagsterApi, DagsterApiError, default_u
 from atlas_dagster.cli.dagster_dev import serve
 from atlas_dagster.demo_data import write_demo_exports
 from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
 from atlas_dagster.scope import in_scope
 from atlas_dagster.settings import atlas_home, backfill_wait_seconds, tenants_file
@@ -51,7 +52,8 @@ def _days(tenant: Tenant) -> list[dt.date]:
 def _gold_progress(instance: DagsterInstance, tenant: Tenant) -> tuple[int, int]:
     done = expected = 0
     for table in GOLD_TABLES.values():
-        keys = {f"{d}|{tenant.key}" for d in _days(tenant) if in_scope(tenant, table.sources, d)}
+        days = [d for d in _days(tenant) if in_scope(tenant, table.sources, d)]
+        keys = {partition_key(d, tenant.key) for d in days}
         expected += len(keys)
         done += len(keys & instance.get_materialized_partitions(AssetKey(table.name)))
     return done, expected
@@ -99,7 +101,10 @@ def run_demo(args: argparse.Namespace) -> int:
     with _dagster(args.url) as api:
         selection = {
             f"tbt_raw_events_{domain}": [
-                (f"{tenant.start_date}|{tenant.key}", f"{tenant.last_date()}|{tenant.key}")
+                (
+                    partition_key(tenant.start_date, tenant.key),
+                    partition_key(tenant.last_date(), tenant.key),
+                )
             ]
             for domain in tenant.domains
         }

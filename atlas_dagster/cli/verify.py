@@ -12,6 +12,7 @@ from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.backfill import window_arguments
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
+from atlas_dagster.partitions import partition_key
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -57,8 +58,8 @@ def run_verify(args: argparse.Namespace) -> int:
                 instance=instance,
                 resources=definitions.resources,  # ClickHouse as the code location wires it
                 tags={
-                    "dagster/asset_partition_range_start": f"{start}|{tenant.key}",
-                    "dagster/asset_partition_range_end": f"{end}|{tenant.key}",
+                    "dagster/asset_partition_range_start": partition_key(start, tenant.key),
+                    "dagster/asset_partition_range_end": partition_key(end, tenant.key),
                     "atlas/verify": tenant.key,
                 },
                 raise_on_error=False,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
+from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.settings import parallel_inserts, ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError
@@ -35,7 +36,7 @@ class BackfillPlan:
 
     def partition_keys(self, domain: Domain) -> list[str]:
         return [
-            f"{d.partition_date.isoformat()}|{self.tenant.key}"
+            partition_key(d.partition_date, self.tenant.key)
             for d in self.days
             if d.domain == domain
         ]
@@ -82,7 +83,7 @@ class FleetPlan:
     @property
     def partition_range(self) -> tuple[str, str]:
         first, last = self.tenants[0].key, self.tenants[-1].key
-        return f"{self.start.isoformat()}|{first}", f"{self.end.isoformat()}|{last}"
+        return partition_key(self.start, first), partition_key(self.end, last)
 
     def tenant_days(self, tenant: Tenant) -> int:
         """The tenant's day-domains inside the window (what the run loads for it)."""
