@@ -4,6 +4,7 @@ CLI one clear line and a non-zero exit; a bad tenants entry is an error naming t
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import time
 from pathlib import Path
 
@@ -142,3 +143,16 @@ def test_a_backfill_wait_with_no_webserver_reports_and_gives_up_at_its_bound(
     assert f"it goes on without this wait: {url}/runs/b/abcdefgh" in message
     assert f"no Dagster webserver answers at {url}" in message
     assert "waiting for backfill abcdefgh to finish" in caplog.text
+
+
+def test_a_backfill_wait_ends_at_its_bound_when_the_webserver_never_answers() -> None:
+    """A webserver that takes the request and never answers (hung, overloaded) cannot stretch
+    the wait past its bound: each request may only take the time left, not the API's 60 s."""
+    with socket.create_server(("127.0.0.1", 0)) as server:  # accepts, never replies
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(WaitTimeout) as raised:
+            wait_for(DagsterApi(url), "abcdefgh", limit_seconds=3.0)
+        waited = time.monotonic() - started
+    assert 3.0 <= waited < 8.0, f"waited {waited:.1f}s for a 3 s bound"
+    assert "timed out" in str(raised.value)

@@ -29,6 +29,7 @@ from atlas_dagster.settings import backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 
 WAIT_POLL_SECONDS = 2.0
+MIN_POLL_TIMEOUT_SECONDS = 1.0
 
 
 def _date(value: str) -> dt.date:
@@ -181,7 +182,9 @@ def wait_for(api: DagsterApi, backfill_id: str, limit_seconds: float) -> int:
     """Follows the backfill until it finishes, at most `limit_seconds`, reporting its progress
     (waits.BoundedWait: at once, then every 10 s). At the bound WaitTimeout says so and where to
     follow it; the backfill itself goes on. A webserver that stops answering (a restart during
-    a long backfill) is waited for within the same bound; one that refuses the request is not."""
+    a long backfill) is waited for within the same bound; one that refuses the request is not.
+    Each request and pause is cut to the time left, so that the wait ends at its bound even when
+    the webserver accepts a request and never answers it."""
     wait = BoundedWait(
         f"backfill {backfill_id} to finish (it goes on without this wait: "
         f"{api.url}/runs/b/{backfill_id})",
@@ -189,17 +192,23 @@ def wait_for(api: DagsterApi, backfill_id: str, limit_seconds: float) -> int:
     )
     while True:
         try:
-            status = api.backfill_status(backfill_id)
+            status = api.backfill_status(backfill_id, _poll_timeout(api, wait))
         except WebserverUnreachable as exc:
             wait.still_waiting(str(exc))
         else:
             if status["status"] in FINISHED_BACKFILL_STATUSES:
                 break
             wait.still_waiting(_progress(status))
-        time.sleep(WAIT_POLL_SECONDS)
+        time.sleep(min(WAIT_POLL_SECONDS, wait.remaining))
     wait.done()
     print(f"backfill {backfill_id} {status['status']}: {_counts(status)}")
     return 0 if status["status"] in ("COMPLETED", "COMPLETED_SUCCESS") else 1
+
+
+def _poll_timeout(api: DagsterApi, wait: BoundedWait) -> float:
+    # At least a second: a request with no time at all cannot be answered, and the next
+    # still_waiting gives up at the bound anyway.
+    return max(MIN_POLL_TIMEOUT_SECONDS, min(api.timeout, wait.remaining))
 
 
 def _counts(status: dict) -> dict[str, int]:

@@ -43,13 +43,16 @@ class DagsterApi:
         self.url = url.rstrip("/")
         self.timeout = timeout
 
-    def call(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+    def call(
+        self, name: str, variables: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """One GraphQL request, answered within `timeout` seconds (default: the API's)."""
         body = json.dumps({"query": _document(name), "variables": variables}).encode()
         request = urllib.request.Request(
             f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 payload = json.loads(response.read())
         except (urllib.error.URLError, OSError) as exc:
             raise WebserverUnreachable(
@@ -82,8 +85,8 @@ class DagsterApi:
             raise DagsterApiError(f"the backfill was refused: {result.get('message')}")
         return result["backfillId"]
 
-    def backfill_status(self, backfill_id: str) -> dict[str, Any]:
-        result = self.call("backfill_status", {"backfillId": backfill_id})
+    def backfill_status(self, backfill_id: str, timeout: float | None = None) -> dict[str, Any]:
+        result = self.call("backfill_status", {"backfillId": backfill_id}, timeout)
         backfill = result["partitionBackfillOrError"]
         if backfill["__typename"] != "PartitionBackfill":
             raise DagsterApiError(f"backfill {backfill_id}: {backfill.get('message')}")

@@ -51,6 +51,11 @@ class BoundedWait:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    @property
+    def remaining(self) -> float:
+        """Seconds left before the bound (never negative): what one poll may still take."""
+        return max(0.0, self.limit_seconds - self.elapsed)
+
     def still_waiting(self, holder: str) -> None:
         """Reports the wait (first call, then every REPORT_SECONDS); raises at the bound."""
         self._holder = holder
