@@ -54,6 +54,7 @@ from bench.protocol import (
     settle,
     sides_in_order,
 )
+from bench.timeline import leader_timeline
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -216,15 +217,23 @@ def run_load(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict
     return span | {"process_seconds": process_seconds, "phases": phases}
 
 
-def run_backfill(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict[str, Any]:
+def run_backfill(
+    tenant, work: Path, tenants_file: Path, project_root: Path, planned_events: str
+) -> dict[str, Any]:
     from dagster import DagsterInstance
 
+    from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
     from atlas_dagster_tests.dagster_stack import run_dagster_dev
 
     stack_dir = work / "backfill"
     shutil.rmtree(stack_dir, ignore_errors=True)
+    # Dagster's default (one planned event per partition) or the production switch (one per
+    # asset and run, README "Production instance").
+    env = project_path(project_root) | {
+        SUBSET_PLANNED_EVENTS_ENV: "1" if planned_events == "subset" else ""
+    }
     try:
-        with run_dagster_dev(stack_dir, tenants_file, project_path(project_root)) as stack:
+        with run_dagster_dev(stack_dir, tenants_file, env) as stack:
             init_db(stack.env)
             stop_gold_automation(stack.env)
             wait_for_daemons(stack.home)
@@ -232,6 +241,7 @@ def run_backfill(tenant, work: Path, tenants_file: Path, project_root: Path) -> 
             with DagsterInstance.from_config(str(stack.home)) as instance:
                 created = instance.get_backfill(backfill_id).backfill_timestamp
                 run_ids = [r.run_id for r in instance.get_runs()]
+                timeline = leader_timeline(instance, run_ids, created)
             span = log_span(stack.env["ATLAS_CLICKHOUSE_DSN"])
             phases = run_phases(stack.home, run_ids)
     finally:
@@ -241,6 +251,8 @@ def run_backfill(tenant, work: Path, tenants_file: Path, project_root: Path) -> 
         "cli_seconds": cli_seconds,
         "created_at": created,
         "created_to_first_running_s": span["first_running"] - created,
+        "first_run_timeline": timeline,
+        "planned_events": planned_events,
         "seconds": span["last_completed"] - created,
         "phases": phases,
     }
@@ -306,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-date", default="2026-09-01")
     parser.add_argument("--skip-backfill", action="store_true", help="bare and load only")
     parser.add_argument(
+        "--planned-events",
+        choices=("per-partition", "subset"),
+        default="per-partition",
+        help="the backfill's Dagster instance: its default, one 'materialization planned' event "
+        "per partition, or the production switch, one per asset and run",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=DEFAULT_REPEAT,
@@ -336,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
         settle(args.settle)
         try:
-            backfill = run_backfill(tenant, runs, tenants_file, project_root)
+            backfill = run_backfill(
+                tenant, runs, tenants_file, project_root, args.planned_events
+            )
         finally:
             shutil.rmtree(runs, ignore_errors=True)
 
@@ -362,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if backfill:
         print(f"backfill created → first 'running': {backfill['created_to_first_running_s']:.2f}s")
+        marks = ", ".join(f"{k} +{v}s" for k, v in backfill["first_run_timeline"].items())
+        print(f"  its run ({backfill['planned_events']} planned events): {marks}")
     print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
     print_phases("atlas-dagster load", load["phases"])
     if backfill:

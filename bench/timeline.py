@@ -1,0 +1,26 @@
+"""Where a backfill's wait before its first INSERT went: its first run's timeline."""
+
+from __future__ import annotations
+
+
+def leader_timeline(instance, run_ids: list[str], created_at: float) -> dict[str, float]:
+    """Seconds after the backfill's creation at which its first run was created, dequeued,
+    started and began its step: where the wait before the first INSERT went."""
+    from dagster import DagsterEventType
+
+    runs = [r for r in (instance.get_run_record_by_id(i) for i in run_ids) if r is not None]
+    if not runs:
+        return {}
+    first = min(runs, key=lambda r: r.create_timestamp.timestamp())
+    marks = {"run_created": first.create_timestamp.timestamp()}
+    wanted = {
+        DagsterEventType.RUN_DEQUEUED: "run_dequeued",
+        DagsterEventType.RUN_STARTING: "run_starting",
+        DagsterEventType.RUN_START: "run_started",
+        DagsterEventType.STEP_START: "step_started",
+    }
+    for entry in instance.all_logs(first.dagster_run.run_id):
+        event = entry.dagster_event
+        if event is not None and event.event_type in wanted:
+            marks.setdefault(wanted[event.event_type], entry.timestamp)
+    return {name: round(at - created_at, 1) for name, at in marks.items()}
