@@ -105,7 +105,17 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
         in_order = result.asset_materializations_for_node("raw_events")
         with_progress = [m for m in in_order if "backfill_progress" in m.metadata]
         last_has_progress = "backfill_progress" in in_order[-1].metadata
+        lines = [e.user_message for e in instance.all_logs(result.run_id) if not e.is_dagster_event]
 
+    # The run log names every day that started and every day loaded, a few days to a line.
+    started = [line for line in lines if line.startswith("INSERT started: ")]
+    loaded = [line for line in lines if line.startswith("loaded: ")]
+    for domain in DOMAINS:
+        for day in _days():
+            label = f"tbt_raw_events_{domain} {day}|{tenant.key}"
+            ok = (domain, day) != ("transactions", BROKEN)
+            assert not ok or any(f"{label} (worker " in line for line in started), label
+            assert any(f"{label}: " in line and " rows from " in line for line in loaded) == ok
     for domain in DOMAINS:
         for day in _days():
             entry = log_row(clickhouse, tenant, domain, day)

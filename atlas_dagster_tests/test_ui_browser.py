@@ -137,8 +137,13 @@ def test_backfill_launched_from_the_dialog_loads_newest_day_first(ui) -> None:
     page.wait_for_url(re.compile(f"/runs/{run_id_prefix}"))
     run_id = page.url.rsplit("/runs/", 1)[1].split("?")[0]
 
+    # Days that start within one tick share a line (monitoring/run_log.py), items joined by "; ".
     started = _run_log_lines(
-        page, stack.url, run_id, "INSERT started", r"INSERT started: \S+ (\d{4}-\d\d-\d\d)"
+        page,
+        stack.url,
+        run_id,
+        "INSERT started",
+        r"(?:INSERT started: |; )\S+ (\d{4}-\d\d-\d\d)\|\S+ \(worker",
     )
     _shot(page, "03-run-insert-order")
     finished = _run_log_lines(

@@ -46,6 +46,7 @@ from atlas_dagster.loading.inbound import (
 )
 from atlas_dagster.loading.phases import process_cpu_seconds
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
+from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.orchestration.pools import (
     ClaimCanceled,
@@ -173,6 +174,8 @@ class RawRun:
         self._progress_read: dict[str, float] = {}
         # The run's slots of the INSERT pool, set while its loads run.
         self._slots: RunSlots | None = None
+        # The days' "INSERT started" and "rows from" lines, a few days to a line.
+        self._lines = DayLines(context.log)
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -260,10 +263,11 @@ class RawRun:
             held: RawResult | None = None
             try:
                 for outcome in scheduler.run(
-                    on_started=lambda w: self.context.log.info(
-                        f"INSERT started: {w.label} (worker {current_worker()})"
+                    on_started=lambda w: self._lines.started(
+                        f"{w.label} (worker {current_worker()})"
                     ),
                     on_cancel=self._kill_in_flight,
+                    on_idle=self._lines.tick,
                 ):
                     # One day behind, so that the run's last materialization can carry the
                     # tenant's progress as the run leaves it.
@@ -272,10 +276,12 @@ class RawRun:
                     held = outcome.result
             finally:
                 self._slots.release()
+                self._lines.flush()
             if held is not None:
                 if held.load is not None and not held.progress:
                     self._add_progress(held, force=True)
                 yield from self._report(held)
+            self._lines.flush()
 
     def _read_known(self, works: list[RawWork]) -> None:
         by_tenant: dict[str, list[RawWork]] = {}
@@ -395,12 +401,13 @@ class RawRun:
         self._report_checks(work, result.checks)
         if result.load is None:
             self.failed.append(work.label)
+            self._lines.flush()  # what started and finished before it, then the failure
             self.context.log.error(f"{work.label} failed: {result.error}")
             return
-        # One line per loaded day, in the words an operator searches the run log for (the
-        # materialization's metadata is not shown inline there); it costs one event write.
+        # Every loaded day in the words an operator searches the run log for (the
+        # materialization's metadata is not shown inline there), a few days to an event.
         load = result.load
-        self.context.log.info(
+        self._lines.loaded(
             f"{work.label}: {load.rows_loaded} rows from {load.files} files, INSERT "
             f"{load.insert_seconds:.2f}s"
         )

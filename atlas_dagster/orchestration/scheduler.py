@@ -191,11 +191,13 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         self,
         on_started: Callable[[WorkT], None] | None = None,
         on_cancel: Callable[[list[WorkT]], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
     ) -> Iterator[Outcome[WorkT, ResultT]]:
         """Yields each slot's outcome as it completes; on interruption, cancels and drains.
 
-        Both callbacks run on the calling thread: `on_started` when a work starts its INSERT,
-        `on_cancel` with the works in flight when the run is interrupted (to stop their queries).
+        The callbacks run on the calling thread: `on_started` when a work starts its INSERT,
+        `on_cancel` with the works in flight when the run is interrupted (to stop their queries),
+        `on_idle` whenever EVENT_POLL_SECONDS pass with nothing to report.
         """
         by_position = {slot.position: slot for slot in self.slots}
         self._pool = ThreadPoolExecutor(
@@ -209,6 +211,8 @@ class LoadScheduler(Generic[WorkT, ResultT]):
                 try:
                     kind, position, payload = self._events.get(timeout=EVENT_POLL_SECONDS)
                 except queue.Empty:
+                    if on_idle is not None:
+                        on_idle()
                     continue
                 slot = by_position[position]
                 if kind == "started":
