@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.timeline import leader_timeline
+from bench.timeline import PLANNED_EVENT_MODES, leader_timeline, planned_events_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -129,10 +129,6 @@ def first_insert_logged(instance, run_ids: list[str]) -> float | None:
         if entry.dagster_event is None and entry.user_message.startswith("INSERT started")
     ]
     return min(started) if started else None
-
-
-# Dagster's per-partition planned events (its default) and the production switch, side by side.
-PLANNED_EVENT_MODES = ("per-partition", "subset")
 
 
 def _intervals(instance, run_ids: list[str]):
@@ -280,13 +276,9 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
 def fleet_stack(
     work: Path, tenants_file: Path, storage: str, planned_events: str
 ) -> Iterator[Any]:
-    from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
     from atlas_dagster_tests.postgres_server import dagster_dev
 
-    # Dagster's switch for one planned event per asset and run (README "Production instance"),
-    # read by the processes creating runs: here the daemon and the webserver.
-    env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)}
-    env[SUBSET_PLANNED_EVENTS_ENV] = "1" if planned_events == "subset" else ""
+    env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)} | planned_events_env(planned_events)
     with dagster_dev(work, tenants_file, storage, env) as st:
         wait_for_daemons(st)
         yield st

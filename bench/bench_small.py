@@ -54,7 +54,7 @@ from bench.protocol import (
     settle,
     sides_in_order,
 )
-from bench.timeline import leader_timeline
+from bench.timeline import PLANNED_EVENT_MODES, leader_timeline, planned_events_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -222,16 +222,11 @@ def run_backfill(
 ) -> dict[str, Any]:
     from dagster import DagsterInstance
 
-    from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
     from atlas_dagster_tests.dagster_stack import run_dagster_dev
 
     stack_dir = work / "backfill"
     shutil.rmtree(stack_dir, ignore_errors=True)
-    # Dagster's default (one planned event per partition) or the production switch (one per
-    # asset and run, README "Production instance").
-    env = project_path(project_root) | {
-        SUBSET_PLANNED_EVENTS_ENV: "1" if planned_events == "subset" else ""
-    }
+    env = project_path(project_root) | planned_events_env(planned_events)
     try:
         with run_dagster_dev(stack_dir, tenants_file, env) as stack:
             init_db(stack.env)
@@ -319,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-backfill", action="store_true", help="bare and load only")
     parser.add_argument(
         "--planned-events",
-        choices=("per-partition", "subset"),
-        default="per-partition",
+        choices=PLANNED_EVENT_MODES,
+        default=PLANNED_EVENT_MODES[0],
         help="the backfill's Dagster instance: its default, one 'materialization planned' event "
         "per partition, or the production switch, one per asset and run",
     )

@@ -1,6 +1,18 @@
-"""Where a backfill's wait before its first INSERT went: its first run's timeline."""
+"""A backfill's start: the instance's planned-events mode, and where the wait before its first
+INSERT went (its first run's timeline)."""
 
 from __future__ import annotations
+
+# Dagster's per-partition planned events (its default) and the production switch, one per asset
+# and run (README "Production instance").
+PLANNED_EVENT_MODES = ("per-partition", "subset")
+
+
+def planned_events_env(mode: str) -> dict[str, str]:
+    """The switch as the processes creating runs (daemon, webserver) read it."""
+    from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
+
+    return {SUBSET_PLANNED_EVENTS_ENV: "1" if mode == "subset" else ""}
 
 
 def leader_timeline(instance, run_ids: list[str], created_at: float) -> dict[str, float]:
