@@ -61,6 +61,10 @@ ORG, BRAND = "bench", "main"
 TENANT_KEY = f"{ORG}.{BRAND}"
 MB = 1024 * 1024
 RSS_SLACK_MB = 300
+# The bare INSERT of the targets: the engine's defaults (hive partitioning off, as in the pipeline,
+# so that both read the same columns). A second bare run per repeat uses the pipeline's own
+# INSERT settings, so that what the settings buy is told apart from what the pipeline costs.
+BARE_ENGINE_SETTINGS = "use_hive_partitioning = 0"
 RATIO_TARGET = 0.95  # the load step's throughput over the bare INSERT's (issue 10)
 CPU_TARGET = 1.1  # the pipeline day's CPU at most this times the bare INSERT's
 
@@ -362,7 +366,10 @@ def run_timeline(measured: dict, inspected: dict) -> dict[str, float]:
     return {f"{a} -> {b}": tb - ta for (a, ta), (b, tb) in zip(marks, marks[1:], strict=False)}
 
 
-def run_bare(day: dict, work: Path, keep_engines: bool) -> dict:
+def run_bare(
+    day: dict, work: Path, keep_engines: bool, settings_sql: str = BARE_ENGINE_SETTINGS
+) -> dict:
+    """One bare INSERT in its own process, with the engine's defaults or the given settings."""
     ch_dir = work / "bare" / day["day"] / "clickhouse"
     if ch_dir.parent.exists():
         shutil.rmtree(ch_dir.parent)
@@ -374,6 +381,7 @@ def run_bare(day: dict, work: Path, keep_engines: bool) -> dict:
         "_bare",
         f"chdb://{ch_dir}",
         f"{day['folder']}/*.parquet",
+        settings_sql,
     ]
     measured = run_measured(cmd, dict(os.environ), REPO_ROOT, ch_dir.parent / "bare.log", 900)
     if measured["returncode"] != 0:
@@ -395,7 +403,14 @@ def _process_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def worker_bare(dsn: str, glob: str) -> None:
+def pipeline_settings_sql() -> str:
+    """The pipeline INSERT's settings, for the reference bare run that uses them too."""
+    from atlas_dagster.loading.inbound import INSERT_SETTINGS
+
+    return ", ".join(f"{k} = {int(v)}" for k, v in INSERT_SETTINGS.items())
+
+
+def worker_bare(dsn: str, glob: str, settings_sql: str = BARE_ENGINE_SETTINGS) -> None:
     """One bare INSERT SELECT from file() into the raw table, on a fresh chDB directory."""
     import clickhouse_connect
 
@@ -406,7 +421,7 @@ def worker_bare(dsn: str, glob: str) -> None:
     rss_before = _rss_bytes(os.getpid())
     statement = (
         f"INSERT INTO atlas.{ASSET} ({BARE_COLUMNS}) SELECT {BARE_SELECT} "
-        f"FROM file('{glob}', 'Parquet') SETTINGS use_hive_partitioning = 0"
+        f"FROM file('{glob}', 'Parquet') SETTINGS {settings_sql}"
     )
     started, cpu_started = time.monotonic(), _process_cpu()
     client.command(statement)
@@ -500,27 +515,35 @@ def _rate(value: float | None) -> str:
 
 def measure_day(
     day: dict, work: Path, args: argparse.Namespace, base_env: dict
-) -> tuple[list[dict], list[dict]]:
-    """The day's pipeline and bare runs, --repeat of each side, alternating which goes first."""
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """The day's pipeline, bare and bare-with-the-pipeline's-settings runs, --repeat of each,
+    alternating whether the pipeline or the bare runs go first."""
     sides = {"both": {"pipeline", "bare"}, "pipeline": {"pipeline"}, "bare": {"bare"}}[args.only]
     if args.bare_from:
         sides = sides - {"bare"}
     pipelines: list[dict] = []
     bares: list[dict] = []
+    bares_same: list[dict] = []
+    same_settings = pipeline_settings_sql()
     for repeat in range(args.repeat):
         for side in sides_in_order(repeat, "pipeline", "bare"):
             if side not in sides:
                 continue
-            settle(args.settle)
-            print(f"{side:<8} {day['day']} ({day['rows']:,} rows) ...", flush=True)
             if side == "bare":
+                settle(args.settle)
+                print(f"bare     {day['day']} ({day['rows']:,} rows) ...", flush=True)
                 bares.append(run_bare(day, work, args.keep_engines))
+                settle(args.settle)
+                print(f"bare*    {day['day']} (pipeline's INSERT settings) ...", flush=True)
+                bares_same.append(run_bare(day, work, args.keep_engines, same_settings))
                 continue
+            settle(args.settle)
+            print(f"pipeline {day['day']} ({day['rows']:,} rows) ...", flush=True)
             sample = run_pipeline(day, work, args, base_env)
             if sample["rows_loaded"] != day["rows"]:
                 raise RuntimeError(f"pipeline loaded {sample['rows_loaded']} rows")
             pipelines.append(sample)
-    return pipelines, bares
+    return pipelines, bares, bares_same
 
 
 def _repeat_figures(sample: dict) -> dict:
@@ -531,7 +554,10 @@ def _repeat_figures(sample: dict) -> dict:
 def summarize_repeats(results: list[dict]) -> None:
     if not any(len(r.get("pipeline_repeats", [])) > 1 for r in results):
         return
-    print("\nevery repeat (s): pipeline load step / INSERT / INSERT cpu; bare INSERT / cpu")
+    print(
+        "\nevery repeat (s): pipeline load step / INSERT / INSERT cpu; bare INSERT / cpu; "
+        "bare* (the pipeline's INSERT settings) INSERT / cpu"
+    )
     for r in results:
         pipes = r.get("pipeline_repeats", [])
         bares = r.get("bare_repeats", [])
@@ -540,36 +566,45 @@ def summarize_repeats(results: list[dict]) -> None:
             f"{_secs(p['insert_cpu_seconds'])}"
             for p in pipes
         )
-        bare_text = "  ".join(
-            f"{_secs(b['insert_seconds'])}/{_secs(b['insert_cpu_seconds'])}" for b in bares
+        bare_text, same_text = (
+            "  ".join(
+                f"{_secs(b['insert_seconds'])}/{_secs(b['insert_cpu_seconds'])}" for b in runs
+            )
+            for runs in (bares, r.get("bare_same_repeats", []))
         )
-        print(f"{r['day']:<10} pipeline {pipe_text} | bare {bare_text}")
+        print(f"{r['day']:<10} pipeline {pipe_text} | bare {bare_text} | bare* {same_text}")
 
 
 def summarize(results: list[dict]) -> None:
     header = (
         f"{'day':<10} {'rows':>10} {'files':>5} | {'pipe r/s load':>13} {'pipe r/s ins':>12} "
-        f"{'bare r/s':>11} | {'ratio load':>10} {'ratio ins':>9} | {'RSS pipe MB':>11} "
+        f"{'bare r/s':>11} {'bare* r/s':>11} | {'ratio load':>10} {'ratio ins':>9} "
+        f"{'ratio ins*':>10} | {'RSS pipe MB':>11} "
         f"{'(tree)':>7} {'RSS bare MB':>11} | checks"
     )
     print("\n" + header + "\n" + "-" * len(header))
     for r in results:
-        p, b = r.get("pipeline"), r.get("bare")
+        p, b, same = r.get("pipeline"), r.get("bare"), r.get("bare_same_settings")
         checks = r.get("checks", {})
         flags = " ".join(f"{k}={'ok' if v else 'FAIL'}" for k, v in checks.items())
         print(
             f"{r['day']:<10} {r['rows']:>10,} {r['files']:>5} | "
             f"{_rate(p and p['rows_per_s_load_step']):>13} "
             f"{_rate(p and p['rows_per_s_insert']):>12} "
-            f"{_rate(b and b['rows_per_s_insert']):>11} | "
-            f"{r.get('ratio_load_step', 0) or 0:>10.2f} {r.get('ratio_insert', 0) or 0:>9.2f} | "
+            f"{_rate(b and b['rows_per_s_insert']):>11} "
+            f"{_rate(same and same['rows_per_s_insert']):>11} | "
+            f"{r.get('ratio_load_step', 0) or 0:>10.2f} {r.get('ratio_insert', 0) or 0:>9.2f} "
+            f"{r.get('ratio_insert_same_settings', 0) or 0:>10.2f} | "
             f"{_mb(p and p['max_rss_time_v']):>11} {_mb(p and p['peak_tree_rss_polled']):>7} "
             f"{_mb(b and b['max_rss_time_v']):>11} | {flags}"
         )
     print(
         "\npipe r/s load = rows_loaded / (backfill_log updated_at - started_at) of the load step;"
         "\npipe r/s ins  = rows_loaded / time of the inbound INSERT statement alone;"
-        "\nbare r/s      = rows / time of the bare INSERT SELECT alone;"
+        "\nbare r/s      = rows / time of the bare INSERT SELECT alone (engine defaults): the"
+        "\n                targets' reference;"
+        "\nbare* r/s     = the same bare INSERT with the pipeline's INSERT settings; ratio ins* ="
+        "\n                pipe r/s ins / bare* r/s: what the pipeline costs beyond its settings;"
         "\nRSS pipe      = /usr/bin/time -v max RSS (largest process: the step subprocess);"
         "\n(tree)        = peak of the summed RSS of the dagster process tree (/proc polling)."
     )
@@ -587,20 +622,22 @@ def _phase_cpu_total(pipeline: dict) -> float | None:
 def summarize_cpu(results: list[dict]) -> None:
     """CPU seconds are steadier than wall seconds on a machine shared with other work."""
     print(
-        f"\n{'day':<10} {'rows':>10} | {'bare INSERT cpu s':>17} {'pipe INSERT cpu s':>17} "
-        f"{'pipe day cpu s':>14} | {'ratio cpu ins':>13} {'ratio cpu day':>13}"
+        f"\n{'day':<10} {'rows':>10} | {'bare INSERT cpu s':>17} {'bare* cpu s':>11} "
+        f"{'pipe INSERT cpu s':>17} {'pipe day cpu s':>14} | {'ratio cpu ins':>13} "
+        f"{'ratio cpu ins*':>14} {'ratio cpu day':>13}"
     )
     for r in results:
         p, b = r.get("pipeline") or {}, r.get("bare") or {}
+        same_cpu = (r.get("bare_same_settings") or {}).get("insert_cpu_seconds")
         bare_cpu, pipe_cpu, day_cpu = (
             b.get("insert_cpu_seconds"),
             p.get("insert_cpu_seconds"),
             _phase_cpu_total(p),
         )
         print(
-            f"{r['day']:<10} {r['rows']:>10,} | {_secs(bare_cpu):>17} {_secs(pipe_cpu):>17} "
-            f"{_secs(day_cpu):>14} | {_ratio(bare_cpu, pipe_cpu):>13} "
-            f"{_ratio(bare_cpu, day_cpu):>13}"
+            f"{r['day']:<10} {r['rows']:>10,} | {_secs(bare_cpu):>17} {_secs(same_cpu):>11} "
+            f"{_secs(pipe_cpu):>17} {_secs(day_cpu):>14} | {_ratio(bare_cpu, pipe_cpu):>13} "
+            f"{_ratio(same_cpu, pipe_cpu):>14} {_ratio(bare_cpu, day_cpu):>13}"
         )
     print(
         "\ncpu = user + system CPU of the process (engine threads included) during the INSERT,"
@@ -658,7 +695,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_bare"]:
-        worker_bare(*argv[1:3])
+        worker_bare(*argv[1:4])
         return 0
     if argv[:1] == ["_inspect"]:
         worker_inspect(*argv[1:3])
@@ -752,13 +789,16 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for day in days:
         record = {k: day[k] for k in ("day", "rows", "files", "bytes")}
-        pipelines, bares = measure_day(day, work, args, base_env)
+        pipelines, bares, bares_same = measure_day(day, work, args, base_env)
         if pipelines:
             record["pipeline"] = median_run(pipelines, "load_step_seconds")
             record["pipeline_repeats"] = [_repeat_figures(s) for s in pipelines]
         if bares:
             record["bare"] = median_run(bares, "insert_seconds")
             record["bare_repeats"] = [_repeat_figures(s) for s in bares]
+        if bares_same:
+            record["bare_same_settings"] = median_run(bares_same, "insert_seconds")
+            record["bare_same_repeats"] = [_repeat_figures(s) for s in bares_same]
         elif earlier.get(day["day"]):
             record["bare"] = earlier[day["day"]]
         p, b = record.get("pipeline"), record.get("bare")
@@ -766,6 +806,9 @@ def main(argv: list[str] | None = None) -> int:
             bare_rate = b["rows_per_s_insert"]
             record["ratio_load_step"] = p["rows_per_s_load_step"] / bare_rate
             record["ratio_insert"] = (p["rows_per_s_insert"] or 0) / bare_rate or None
+            if record.get("bare_same_settings"):
+                same_rate = record["bare_same_settings"]["rows_per_s_insert"]
+                record["ratio_insert_same_settings"] = (p["rows_per_s_insert"] or 0) / same_rate
             pipe_rss = p["max_rss_time_v"]
             # The issue's measure: the pipeline INSERT's CPU over the bare INSERT's (the whole
             # day's, engine open and checks included, is printed beside it).
@@ -794,7 +837,8 @@ def main(argv: list[str] | None = None) -> int:
             "bare": "rows / seconds of the bare INSERT SELECT",
         },
         "rss_basis": "max_rss_time_v = /usr/bin/time -v Maximum resident set size (bytes)",
-        "bare_statement_settings": "defaults + use_hive_partitioning = 0",
+        "bare_statement_settings": BARE_ENGINE_SETTINGS,
+        "bare_same_settings_statement_settings": pipeline_settings_sql(),
         "pipeline_schema": "applied inside the step (--fresh-schema)"
         if args.fresh_schema
         else "applied before the run by atlas-dagster init-db, as the bare run applies it first",

@@ -45,6 +45,12 @@ INSERT_SETTINGS: dict[str, int] = {
     "input_format_parquet_filter_push_down": 0,
     "input_format_parquet_bloom_filter_push_down": 0,
     "optimize_move_to_prewhere": 0,
+    # No replacing merge of each block as it is written: every reader of a raw table dedups
+    # itself (FINAL, or argMax over ingested_at), and rows of one day that land in different
+    # blocks were never merged at insert anyway. Measured on a 5M-row day, 5 fresh engines each,
+    # interleaved: INSERT 2.00 s wall / 3.72 s CPU against 2.85 / 5.32 with it (bare INSERT
+    # with the engine's default: 2.69 / 4.90); count() FINAL of the day unchanged (0.21 s).
+    "optimize_on_insert": 0,
 }
 
 
