@@ -9,7 +9,9 @@ Run with `.venv/bin/python -m bench.bench_load` (the `make bench` target). On th
   chDB directory gets the schema first (`atlas-dagster init-db`, as a deployment does once and
   as the bare run does before its timer; --fresh-schema leaves it to the step);
 * (b) bare engine: one python process per day that opens chDB on a fresh directory, applies
-  the schema and runs INSERT INTO atlas.tbt_raw_events_casino SELECT ... FROM file(...).
+  the schema and runs INSERT INTO atlas.tbt_raw_events_casino SELECT ... FROM file(...) with
+  the engine's defaults (the targets' reference), then once more with the pipeline's INSERT
+  settings ("bare*"), so that what the settings buy is told apart from what the pipeline costs.
 
 Each side runs --repeat times per day (default 3), alternating which goes first, after a sync
 and --settle seconds of quiet, and the median run of each side is compared (every run is
