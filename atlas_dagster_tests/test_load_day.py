@@ -122,6 +122,23 @@ def test_duplicate_event_ids_count_once_and_rerun_is_idempotent(clickhouse, make
     assert _raw_count(clickhouse, tenant, day=DAY - dt.timedelta(days=1)) == len(older)
 
 
+def test_duplicates_within_one_file_count_once(clickhouse, make_tenant) -> None:
+    """The INSERT no longer merges a block on its key (optimize_on_insert = 0): duplicates of
+    one file reach the raw table's part, and only the readers' FINAL makes them one event."""
+    tenant = make_tenant(("casino",))
+    rows = _rows(tenant)
+    write_day(tenant, "casino", DAY, rows + rows[:10], files=1)
+    loaded = load_day(clickhouse, tenant, CASINO, DAY, "r1")
+    assert (loaded.rows_loaded, loaded.duplicate_rows, loaded.source_rows) == (
+        len(rows),
+        10,
+        len(rows) + 10,
+    )
+    assert _raw_count(clickhouse, tenant) == len(rows)
+    entry = log_row(clickhouse, tenant, "casino", DAY)
+    assert (entry["status"], entry["rows_loaded"]) == ("completed", len(rows))
+
+
 def test_no_files_fails_naming_the_path(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
     with pytest.raises(ExportError, match="no Parquet files.*day=05"):
