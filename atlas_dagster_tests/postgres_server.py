@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +104,9 @@ def _wait_ready(bin_dir: Path, socket_dir: Path, port: int, process: subprocess.
 
 
 @contextlib.contextmanager
-def postgres_server() -> Iterator[PostgresServer]:
+def postgres_server(durable: bool = False) -> Iterator[PostgresServer]:
+    """A fresh cluster; `durable` keeps PostgreSQL's own fsync and synchronous commit (as a
+    production server has them) for benchmarks, where tests turn both off."""
     bin_dir = postgres_bin_dir()
     root = _server_owned_dir()
     data, sockets = root / "data", root / "sockets"
@@ -152,10 +154,7 @@ def postgres_server() -> Iterator[PostgresServer]:
                     "-c",
                     f"listen_addresses={LOOPBACK}",
                     # A throwaway test cluster: durability is not what is being tested.
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
+                    *([] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off"]),
                 ]
             ),
             stdout=subprocess.DEVNULL,
@@ -215,28 +214,32 @@ def dagster_dev_on_postgres(
 
 @contextlib.contextmanager
 def dagster_dev(
-    work: Path, tenants_file: Path, storage: str, extra_env: dict[str, str] | None = None
+    work: Path,
+    tenants_file: Path,
+    storage: str,
+    extra_env: dict[str, str] | None = None,
+    durable: bool = False,
 ) -> Iterator[DagsterStack]:
     """`dagster dev` on a fresh instance stored in SQLite (the default) or a fresh PostgreSQL."""
     if storage == "sqlite":
         with run_dagster_dev(work, tenants_file, extra_env) as stack:
             yield stack
         return
-    with postgres_server() as server, dagster_dev_on_postgres(
+    with postgres_server(durable) as server, dagster_dev_on_postgres(
         work, tenants_file, server, extra_env
     ) as stack:
         yield stack
 
 
 @contextlib.contextmanager
-def stack_instance(stack: DagsterStack) -> Iterator[DagsterInstance]:
-    """The stack's instance, opened in this process with the stack's environment (a PostgreSQL
-    instance reads its connection from ATLAS_DAGSTER_PG_* variables)."""
-    names = [n for n in stack.env if n.startswith("ATLAS_DAGSTER_PG_")]
+def instance_at(home: Path, env: Mapping[str, str]) -> Iterator[DagsterInstance]:
+    """The instance of this DAGSTER_HOME, opened in this process with env's ATLAS_DAGSTER_PG_*
+    variables (a PostgreSQL instance reads its connection from them)."""
+    names = [n for n in env if n.startswith("ATLAS_DAGSTER_PG_")]
     saved = {n: os.environ.get(n) for n in names}
-    os.environ.update({n: stack.env[n] for n in names})
+    os.environ.update({n: env[n] for n in names})
     try:
-        with DagsterInstance.from_config(str(stack.home)) as instance:
+        with DagsterInstance.from_config(str(home)) as instance:
             yield instance
     finally:
         for name, value in saved.items():
@@ -244,3 +247,10 @@ def stack_instance(stack: DagsterStack) -> Iterator[DagsterInstance]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def stack_instance(stack: DagsterStack) -> Iterator[DagsterInstance]:
+    """The stack's instance, opened in this process with the stack's environment."""
+    with instance_at(stack.home, stack.env) as instance:
+        yield instance

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +146,15 @@ class TreeRssByPid(threading.Thread):
 # --------------------------------------------------------------------------- launching
 
 
-def wait_for_daemons(home: Path, timeout: float = 180.0) -> float:
-    """Seconds until the daemons that launch backfills and runs have sent a heartbeat."""
-    from dagster import DagsterInstance
+def wait_for_daemons(
+    home: Path, timeout: float = 180.0, env: Mapping[str, str] | None = None
+) -> float:
+    """Seconds until the daemons that launch backfills and runs have sent a heartbeat (`env`:
+    the stack's, for an instance stored in PostgreSQL)."""
+    from atlas_dagster_tests.postgres_server import instance_at
 
     started = time.monotonic()
-    with DagsterInstance.from_config(str(home)) as instance:
+    with instance_at(home, env or {}) as instance:
         while True:
             beating = set(instance.get_daemon_heartbeats())
             if all(name in beating for name in DAEMONS_NEEDED):

@@ -25,6 +25,7 @@ bench-results/small.json. --project-root runs the pipeline from another copy of 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,14 +144,13 @@ def log_span(dsn: str) -> dict[str, Any]:
     }
 
 
-def run_phases(home: Path, run_ids: list[str] | None = None) -> dict[str, Any]:
+def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
     """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
-    from dagster import DagsterInstance
-
     from atlas_dagster.loading.phases import in_order
     from atlas_dagster_tests.insert_timeline import insert_intervals
+    from atlas_dagster_tests.postgres_server import instance_at
 
-    with DagsterInstance.from_config(str(home)) as instance:
+    with instance_at(home, env) as instance:
         if run_ids is None:
             run_ids = [r.run_id for r in instance.get_runs()]
         intervals = insert_intervals(instance, run_ids)
@@ -192,8 +193,30 @@ def pipeline_env(work: Path, name: str, tenants_file: Path, project_root: Path) 
     )
 
 
-def run_load(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def instance_storage(storage: str, home: Path) -> Iterator[dict[str, str]]:
+    """The instance's storage for one run: the home's SQLite (nothing to add), or a fresh
+    PostgreSQL server with its own fsync on, as production has it, whose connection is returned
+    as environment variables (dagster.postgres.yaml reads them)."""
+    if storage == "sqlite":
+        yield {}
+        return
+    from atlas_dagster_tests.postgres_server import postgres_instance_yaml, postgres_server
+
+    with postgres_server(durable=True) as server:
+        (home / "dagster.yaml").write_text(postgres_instance_yaml())
+        yield server.env
+
+
+def run_load(
+    tenant, work: Path, tenants_file: Path, project_root: Path, storage: str = "sqlite"
+) -> dict[str, Any]:
     env = pipeline_env(work, "load", tenants_file, project_root)
+    with instance_storage(storage, Path(env["DAGSTER_HOME"])) as storage_env:
+        return _run_load(tenant, env | storage_env, project_root)
+
+
+def _run_load(tenant, env: dict[str, str], project_root: Path) -> dict[str, Any]:
     init_db(env)
     command = [
         str(VENV_BIN / "atlas-dagster"),
@@ -213,32 +236,35 @@ def run_load(tenant, work: Path, tenants_file: Path, project_root: Path) -> dict
             f"atlas-dagster load failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
         )
     span = log_span(env["ATLAS_CLICKHOUSE_DSN"])
-    phases = run_phases(Path(env["DAGSTER_HOME"]))
+    phases = run_phases(Path(env["DAGSTER_HOME"]), env)
     return span | {"process_seconds": process_seconds, "phases": phases}
 
 
 def run_backfill(
-    tenant, work: Path, tenants_file: Path, project_root: Path, planned_events: str
+    tenant,
+    work: Path,
+    tenants_file: Path,
+    project_root: Path,
+    planned_events: str,
+    storage: str = "sqlite",
 ) -> dict[str, Any]:
-    from dagster import DagsterInstance
-
-    from atlas_dagster_tests.dagster_stack import run_dagster_dev
+    from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
 
     stack_dir = work / "backfill"
     shutil.rmtree(stack_dir, ignore_errors=True)
     env = project_path(project_root) | planned_events_env(planned_events)
     try:
-        with run_dagster_dev(stack_dir, tenants_file, env) as stack:
+        with dagster_dev(stack_dir, tenants_file, storage, env, durable=True) as stack:
             init_db(stack.env)
             stop_gold_automation(stack.env)
-            wait_for_daemons(stack.home)
+            wait_for_daemons(stack.home, env=stack.env)
             backfill_id, cli_seconds = launch_backfill_cli(stack, tenant)
-            with DagsterInstance.from_config(str(stack.home)) as instance:
+            with stack_instance(stack) as instance:
                 created = instance.get_backfill(backfill_id).backfill_timestamp
                 run_ids = [r.run_id for r in instance.get_runs()]
                 timeline = leader_timeline(instance, run_ids, created)
             span = log_span(stack.env["ATLAS_CLICKHOUSE_DSN"])
-            phases = run_phases(stack.home, run_ids)
+            phases = run_phases(stack.home, stack.env, run_ids)
     finally:
         shutil.rmtree(stack_dir, ignore_errors=True)
     return span | {
@@ -280,7 +306,7 @@ def measure_bare_and_load(
                     print(f"  {bares[-1]['units']} INSERTs in {bares[-1]['seconds']:.2f}s")
                 else:
                     print("atlas-dagster load ...", flush=True)
-                    loads.append(run_load(tenant, runs, tenants_file, project_root))
+                    loads.append(run_load(tenant, runs, tenants_file, project_root, args.storage))
                     print(f"  first 'running' -> last 'completed' {loads[-1]['seconds']:.2f}s")
             finally:
                 shutil.rmtree(runs, ignore_errors=True)
@@ -320,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         "per partition, or the production switch, one per asset and run",
     )
     parser.add_argument(
+        "--storage",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the Dagster instance's storage for load and backfill: SQLite in DAGSTER_HOME "
+        "(the zero-setup default), or a fresh PostgreSQL server with fsync on per run (the "
+        "production instance, dagster.postgres.yaml)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=DEFAULT_REPEAT,
@@ -351,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         settle(args.settle)
         try:
             backfill = run_backfill(
-                tenant, runs, tenants_file, project_root, args.planned_events
+                tenant, runs, tenants_file, project_root, args.planned_events, args.storage
             )
         finally:
             shutil.rmtree(runs, ignore_errors=True)
@@ -381,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         marks = ", ".join(f"{k} +{v}s" for k, v in backfill["first_run_timeline"].items())
         print(f"  its run ({backfill['planned_events']} planned events): {marks}")
     print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
+    print(f"Dagster instance storage: {args.storage}")
     print_phases("atlas-dagster load", load["phases"])
     if backfill:
         print_phases("atlas-dagster backfill", backfill["phases"])
@@ -391,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "chdb": chdb.__version__},
         "project_root": str(project_root),
         "scale": {"days": args.days, "domains": list(ALL_DOMAINS), "rows": args.rows},
+        "instance_storage": args.storage,
         "exports_mb": exports["bytes"] / MB,
         "bare": bare,
         "load": load,
