@@ -19,7 +19,9 @@ medians are compared; the backfill runs once, against the bare median.
 Per-phase costs come from each day's load_phases metadata (mean wall ms per tenant-day-domain),
 with the Dagster events the run wrote per tenant-day-domain. JSON goes to
 bench-results/small.json. --project-root runs the pipeline from another copy of the project
-(e.g. an older commit, for a before/after), put first on PYTHONPATH.
+(e.g. an older commit, for a before/after), put first on PYTHONPATH. --storage postgres stores
+the Dagster instance of load and backfill in a fresh PostgreSQL server per run (fsync on), as
+production does (dagster.postgres.yaml), instead of SQLite in DAGSTER_HOME.
 """
 
 from __future__ import annotations
