@@ -153,7 +153,8 @@ def postgres_server(durable: bool = False) -> Iterator[PostgresServer]:
                     str(sockets),
                     "-c",
                     f"listen_addresses={LOOPBACK}",
-                    # A throwaway test cluster: durability is not what is being tested.
+                    # Tests run a throwaway cluster without durability (not what they test);
+                    # a benchmark keeps PostgreSQL's defaults, as production has them.
                     *([] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off"]),
                 ]
             ),

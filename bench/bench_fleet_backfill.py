@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.bench_backfill import wait_for_daemons
 from bench.timeline import PLANNED_EVENT_MODES, leader_timeline, planned_events_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +56,6 @@ RAMP_DAYS = 3
 FIRST_INSERT_TARGET_SECONDS = 60.0
 EXPORT_ROWS = 20
 VERIFY_ROWS = 2
-DAEMONS_NEEDED = ("BACKFILL", "QUEUED_RUN_COORDINATOR", "SENSOR")
 
 
 def tenant_entries(count: int, first: dt.date, last: dt.date, source: str) -> list[dict]:
@@ -86,17 +86,6 @@ def write_exports(tenants, days: list[dt.date], rows: int) -> float:
 
 
 # --------------------------------------------------------------------------- fleet backfill
-
-
-def wait_for_daemons(stack, timeout: float = 180.0) -> None:
-    from atlas_dagster_tests.postgres_server import stack_instance
-
-    deadline = time.monotonic() + timeout
-    with stack_instance(stack) as instance:
-        while not all(n in instance.get_daemon_heartbeats() for n in DAEMONS_NEEDED):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"daemons {DAEMONS_NEEDED} not all up after {timeout}s")
-            time.sleep(0.5)
 
 
 def sensor_ticks(instance, after: float, before: float) -> dict[str, dict[str, Any]]:
@@ -280,7 +269,7 @@ def fleet_stack(
 
     env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)} | planned_events_env(planned_events)
     with dagster_dev(work, tenants_file, storage, env) as st:
-        wait_for_daemons(st)
+        wait_for_daemons(st.home, env=st.env)
         yield st
 
 
