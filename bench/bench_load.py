@@ -798,11 +798,11 @@ def main(argv: list[str] | None = None) -> int:
         if bares:
             record["bare"] = median_run(bares, "insert_seconds")
             record["bare_repeats"] = [_repeat_figures(s) for s in bares]
+        elif earlier.get(day["day"]):
+            record["bare"] = earlier[day["day"]]
         if bares_same:
             record["bare_same_settings"] = median_run(bares_same, "insert_seconds")
             record["bare_same_repeats"] = [_repeat_figures(s) for s in bares_same]
-        elif earlier.get(day["day"]):
-            record["bare"] = earlier[day["day"]]
         p, b = record.get("pipeline"), record.get("bare")
         if p and b:
             bare_rate = b["rows_per_s_insert"]
