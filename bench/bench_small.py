@@ -13,6 +13,11 @@ applied first:
   gold automation sensor stopped so that raw runs alone are measured), timed from the backfill's
   creation to the last 'completed' row; the daemon's pick-up (its loop sleeps 30 s) is inside.
 
+* Dagster's event writes alone: the events a loaded tenant-day-domain leaves (a materialization
+  and the three raw checks' evaluations), written for as many units through Dagster's public API
+  to a fresh instance of the same storage, with no engine and no run: the share of a small day
+  that is Dagster's own bookkeeping, printed per unit beside the bare per-day INSERT.
+
 Ratio = bare seconds / pipeline seconds for the same rows (targets: load ≥ 0.5, backfill ≥ 0.4).
 Bare and load run --repeat times each (default 3), alternating which goes first, and their
 medians are compared; the backfill runs once, against the bare median.
@@ -122,6 +127,70 @@ def run_bare(tenant, work: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"bare run failed:\n{done.stderr[-3000:]}")
     shutil.rmtree(ch_dir.parent, ignore_errors=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def events_worker(units: str) -> None:
+    """Writes `units` × (one materialization and the three raw checks' evaluations, the events a
+    loaded tenant-day-domain leaves) to the instance of DAGSTER_HOME through Dagster's public API,
+    and nothing else: no engine, no run. Prints their wall and CPU seconds as JSON."""
+    from dagster import (
+        AssetCheckEvaluation,
+        AssetKey,
+        AssetMaterialization,
+        DagsterInstance,
+        MetadataValue,
+    )
+
+    from atlas_dagster.checks.raw import RAW_CHECK_NAMES
+
+    start = dt.date(2026, 1, 1)
+    with DagsterInstance.get() as instance:
+        started, cpu = time.monotonic(), time.process_time()
+        for unit in range(int(units)):
+            key = AssetKey(f"tbt_raw_events_{ALL_DOMAINS[unit % len(ALL_DOMAINS)]}")
+            partition = f"{start + dt.timedelta(days=unit // len(ALL_DOMAINS))}|bench.small"
+            phases = {f"phase_{i}": 0.001 * i for i in range(14)}
+            instance.report_runless_asset_event(
+                AssetMaterialization(
+                    asset_key=key,
+                    partition=partition,
+                    metadata={
+                        "rows_loaded": MetadataValue.int(5_000),
+                        "source_rows": MetadataValue.int(5_000),
+                        "files": MetadataValue.int(1),
+                        "load_phases": MetadataValue.json(phases),
+                    },
+                )
+            )
+            for name in RAW_CHECK_NAMES:
+                instance.report_runless_asset_event(
+                    AssetCheckEvaluation(
+                        asset_key=key,
+                        check_name=name,
+                        passed=True,
+                        partition=partition,
+                        metadata={"rows": MetadataValue.int(5_000)},
+                    )
+                )
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
+    print(json.dumps({"units": int(units), "events": int(units) * 4, "seconds": wall, "cpu": cpu}))
+
+
+def run_events_alone(units: int, work: Path, tenants_file: Path, storage: str) -> dict[str, Any]:
+    """`events_worker` in its own process on a fresh instance of the bench's storage."""
+    env = pipeline_env(work, "events", tenants_file, REPO_ROOT)
+    with instance_storage(storage, Path(env["DAGSTER_HOME"])) as storage_env:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.bench_small", "_events", str(units)],
+            cwd=REPO_ROOT,
+            env=env | storage_env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"events run failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -315,6 +384,18 @@ def measure_bare_and_load(
     return bares, loads
 
 
+def print_events_alone(events: dict[str, Any], bare: dict[str, Any]) -> None:
+    """What Dagster's own writes of the units' events cost with nothing else running, per unit,
+    beside the bare per-day INSERT: the part of a loaded day no engine setting can shorten."""
+    units = events["units"]
+    print(
+        f"Dagster's writes of {units} units' events alone ({events['events']} events: a "
+        f"materialization and 3 check evaluations each, no engine): {events['seconds']:.2f}s "
+        f"wall, {events['cpu']:.2f}s CPU = {1000 * events['cpu'] / units:.1f} ms CPU a unit; "
+        f"the bare per-day INSERT: {1000 * bare['seconds'] / bare['units']:.1f} ms wall a unit"
+    )
+
+
 def print_repeats(bares: list[dict[str, Any]], loads: list[dict[str, Any]]) -> None:
     if len(bares) < 2:
         return
@@ -330,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_bare"]:
         bare_worker(*argv[1:3])
+        return 0
+    if argv[:1] == ["_events"]:
+        events_worker(argv[1])
         return 0
     parser = argparse.ArgumentParser(
         prog="python -m bench.bench_small",
@@ -381,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     tenants_file = write_tenants(work / "tenants.yaml", [tenant])
     bares, loads = measure_bare_and_load(args, tenant, tenants_file, project_root, work)
     bare, load = median_run(bares, "seconds"), median_run(loads, "seconds")
+    settle(args.settle)
+    print("Dagster's event writes alone ...", flush=True)
+    events = run_events_alone(bare["units"], work, tenants_file, args.storage)
     backfill = None
     if not args.skip_backfill:
         runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
@@ -418,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  its run ({backfill['planned_events']} planned events): {marks}")
     print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
     print(f"Dagster instance storage: {args.storage}")
+    print_events_alone(events, bare)
     print_phases("atlas-dagster load", load["phases"])
     if backfill:
         print_phases("atlas-dagster backfill", backfill["phases"])
@@ -435,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare_repeats": [b["seconds"] for b in bares],
         "load_repeats": [lo["seconds"] for lo in loads],
         "backfill": backfill,
+        "dagster_events_alone": events,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2, default=str))
