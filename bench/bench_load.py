@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from bench.protocol import (
     DEFAULT_REPEAT,
     DEFAULT_SETTLE_SECONDS,
+    json_worker,
     median_run,
     settle,
     sides_in_order,
@@ -269,17 +270,7 @@ def run_measured(cmd: list[str], env: dict, cwd: Path, log: Path, timeout: float
 
 
 def _worker(args: list[str], env: dict | None = None, cwd: Path = REPO_ROOT) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench.bench_load", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"worker {args[0]} failed:\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return json_worker("bench.bench_load", args, cwd, env, timeout=900)
 
 
 # --------------------------------------------------------------------------- the two measurements

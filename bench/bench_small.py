@@ -59,6 +59,7 @@ from bench.bench_backfill import (
 from bench.protocol import (
     DEFAULT_REPEAT,
     DEFAULT_SETTLE_SECONDS,
+    json_worker,
     median_run,
     settle,
     sides_in_order,
@@ -117,17 +118,11 @@ def run_bare(tenant, work: Path) -> dict[str, Any]:
     ch_dir.parent.mkdir(parents=True)
     plan_path = ch_dir.parent / "plan.json"
     plan_path.write_text(json.dumps(unit_plan(tenant)))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.bench_small", "_bare", f"chdb://{ch_dir}", str(plan_path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=3600,
+    result = json_worker(
+        "bench.bench_small", ["_bare", f"chdb://{ch_dir}", str(plan_path)], REPO_ROOT
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"bare run failed:\n{done.stderr[-3000:]}")
     shutil.rmtree(ch_dir.parent, ignore_errors=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def events_worker(units: str) -> None:
@@ -181,17 +176,9 @@ def run_events_alone(units: int, work: Path, tenants_file: Path, storage: str) -
     """`events_worker` in its own process on a fresh instance of the bench's storage."""
     env = pipeline_env(work, "events", tenants_file, REPO_ROOT)
     with instance_storage(storage, Path(env["DAGSTER_HOME"])) as storage_env:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.bench_small", "_events", str(units)],
-            cwd=REPO_ROOT,
-            env=env | storage_env,
-            capture_output=True,
-            text=True,
-            timeout=3600,
+        return json_worker(
+            "bench.bench_small", ["_events", str(units)], REPO_ROOT, env | storage_env
         )
-    if done.returncode != 0:
-        raise RuntimeError(f"events run failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def log_span(dsn: str) -> dict[str, Any]:

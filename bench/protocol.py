@@ -3,8 +3,12 @@ side goes first, a settle between runs, and the median of each side."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 # A single pair said little on this 2-core machine (2026-12-04, idle): the load ratio of one
@@ -33,3 +37,21 @@ def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """The run whose `key` is the median (the lower one of an even count)."""
     ordered = sorted(runs, key=lambda run: run[key])
     return ordered[(len(ordered) - 1) // 2]
+
+
+def json_worker(
+    module: str, args: list[str], cwd: Path, env: dict | None = None, timeout: float = 3600
+) -> dict[str, Any]:
+    """Runs `python -m <module> <args>` in its own process (a fresh engine and instance per
+    side) and returns the JSON its last line of output prints; its stderr tail if it fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {args[0]} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
