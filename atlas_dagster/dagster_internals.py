@@ -47,6 +47,8 @@ __all__ = [
     "coordinator_instance",
     "free_pool_slot",
     "instance_database_connection",
+    "kv_get",
+    "kv_set",
     "pool_info",
     "set_pool_limit",
     "supports_pools",
@@ -116,3 +118,13 @@ def coordinator_instance(coordinator: Any) -> DagsterInstance:
 def check_output_name(assets_def: AssetsDefinition, check_key: AssetCheckKey) -> str:
     """The op output Dagster expects for a check of this step (not a public method in 1.13)."""
     return assets_def.get_output_name_for_asset_check_key(check_key)
+
+
+def kv_get(instance: DagsterInstance, keys: set[str]) -> dict[str, str]:
+    """Values of the instance's key-value store (the daemons' cursor storage: the run storage's
+    kvs table, shared by every process of the instance, SQLite or PostgreSQL)."""
+    return dict(instance.daemon_cursor_storage.get_cursor_values(keys))
+
+
+def kv_set(instance: DagsterInstance, pairs: Mapping[str, str]) -> None:
+    instance.daemon_cursor_storage.set_cursor_values(dict(pairs))

@@ -165,3 +165,84 @@ def liability_lookback_days() -> int:
         3660,
         "a lookback of bets opened within that many days",
     )
+
+
+def _float_setting(name: str, default: float, low: float, high: float, why: str) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+    if not low <= value <= high:
+        raise SettingsError(
+            f"{name}={value} is refused: it must be between {low} and {high} ({why})"
+        )
+    return value
+
+
+# Retries of a tenant-day's transient failures (loading/faults.py says which), inside its run.
+# Five attempts with waits of about 2, 4, 8 and 16 s ride out a storm of S3 503s (measured: a
+# storm of every 2nd GET 503 and every 6th reset failed 1 of 32 days once, at its first try)
+# and an engine's merges catching up, while a permanent outage still fails the day in < 1 min.
+DEFAULT_RETRY_ATTEMPTS = 5
+
+
+def retry_attempts() -> int:
+    """ATLAS_RETRY_ATTEMPTS: tries of a tenant-day, the first included (1 = no retry)."""
+    return _int_setting(
+        "ATLAS_RETRY_ATTEMPTS", DEFAULT_RETRY_ATTEMPTS, 1, 20, "tries of one tenant-day"
+    )
+
+
+def retry_base_seconds() -> float:
+    """ATLAS_RETRY_BASE_SECONDS: the first retry's wait before jitter; it doubles per try."""
+    return _float_setting(
+        "ATLAS_RETRY_BASE_SECONDS", 2.0, 0.01, 600.0, "the first retry's wait in seconds"
+    )
+
+
+def retry_max_seconds() -> float:
+    """ATLAS_RETRY_MAX_SECONDS: the longest wait between two tries of a tenant-day."""
+    return _float_setting(
+        "ATLAS_RETRY_MAX_SECONDS", 300.0, 0.01, 86_400.0, "the longest wait between tries"
+    )
+
+
+def recovery_seconds() -> float:
+    """ATLAS_BACKPRESSURE_RECOVERY_SECONDS: how long without pushback before the effective INSERT
+    concurrency steps up by one (towards ATLAS_MAX_PARALLEL_INSERTS)."""
+    return _float_setting(
+        "ATLAS_BACKPRESSURE_RECOVERY_SECONDS",
+        60.0,
+        0.1,
+        86_400.0,
+        "seconds without pushback before one more INSERT runs at once",
+    )
+
+
+def health_probe_seconds() -> float:
+    """ATLAS_HEALTH_PROBE_SECONDS: how often a run reads the service's health (parts of the raw
+    tables' partitions, delayed/rejected inserts, ATLAS_HEALTH_QUERY)."""
+    return _float_setting(
+        "ATLAS_HEALTH_PROBE_SECONDS", 10.0, 0.1, 3_600.0, "seconds between two health probes"
+    )
+
+
+def health_query() -> str:
+    """ATLAS_HEALTH_QUERY: the operator's SQL returning one number (e.g. ClickPipes lag in
+    seconds); above ATLAS_HEALTH_THRESHOLD the service is pushing back. Empty: not probed."""
+    return os.environ.get("ATLAS_HEALTH_QUERY", "").strip()
+
+
+def health_threshold() -> float:
+    """ATLAS_HEALTH_THRESHOLD: the ATLAS_HEALTH_QUERY value above which INSERTs step down."""
+    return _float_setting(
+        "ATLAS_HEALTH_THRESHOLD", 0.0, -1e18, 1e18, "the health query's largest healthy value"
+    )
+
+
+# A partition of a raw table holding this share of parts_to_delay_insert already pushes back:
+# ClickHouse starts delaying INSERTs at 1.0 and refuses them at parts_to_throw_insert.
+PARTS_PRESSURE_RATIO = 0.5

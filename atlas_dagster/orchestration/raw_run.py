@@ -7,6 +7,7 @@ failed day fails its own partition only.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluat
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
+from atlas_dagster.loading.faults import Fault, classify
 from atlas_dagster.loading.inbound import (
     DayLoad,
     KnownDays,
@@ -45,9 +47,17 @@ from atlas_dagster.loading.inbound import (
     prepare_day,
 )
 from atlas_dagster.loading.phases import process_cpu_seconds
+from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.monitoring.workers import current_worker
+from atlas_dagster.orchestration.backpressure import (
+    CONCURRENCY_TAG,
+    Backpressure,
+    PauseWatch,
+    pause_keys,
+    probe,
+)
 from atlas_dagster.orchestration.pools import (
     ClaimCanceled,
     RunSlots,
@@ -106,6 +116,10 @@ class RawResult:
     insert_started_at: float | None = None
     insert_finished_at: float | None = None
     progress: dict[str, MetadataValue] = field(default_factory=dict)
+    # The last try's failure, what loading/faults.py makes of it, and the tries made.
+    exception: BaseException | None = None
+    fault: Fault | None = None
+    attempts: int = 1
 
     @property
     def passed(self) -> bool:
@@ -176,6 +190,13 @@ class RawRun:
         self._slots: RunSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
         self._lines = DayLines(context.log)
+        self._policy = RetryPolicy.from_settings()
+        # Set while the loads run: the adaptive INSERT limit, the operator's pause flags.
+        self._pressure: Backpressure | None = None
+        self._pause: PauseWatch | None = None
+        self._raw_tables: list[str] = []
+        # Days whose INSERT's connection dropped against a server: resolved before their retry.
+        self._uncertain: dict[RawWork, str] = {}
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -239,6 +260,8 @@ class RawRun:
         if not works:
             return
         parallelism = ensure_insert_pool(self.context.instance)
+        self._start_backpressure(parallelism, domains)
+        assert self._pressure is not None
         scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
             [
                 LoadSlot(
@@ -249,6 +272,8 @@ class RawRun:
             self._execute,
             parallelism=parallelism,
             ramp_days=ramp_up_days(),
+            capacity=self._pressure.capacity,
+            retry=self._retry,
         )
         self.context.log.info(
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
@@ -267,8 +292,10 @@ class RawRun:
                         f"{w.label} (worker {current_worker()})"
                     ),
                     on_cancel=self._kill_in_flight,
-                    on_idle=self._lines.tick,
+                    on_idle=self._idle,
+                    on_retry=self._log_retry,
                 ):
+                    self._after_outcome(outcome.result)
                     # One day behind, so that the run's last materialization can carry the
                     # tenant's progress as the run leaves it.
                     if held is not None:
@@ -282,6 +309,71 @@ class RawRun:
                     self._add_progress(held, force=True)
                 yield from self._report(held)
             self._lines.flush()
+
+    def _start_backpressure(self, parallelism: int, domains: list[Domain]) -> None:
+        instance, run_id = self.context.instance, self.run_id
+
+        def publish(text: str) -> None:
+            instance.add_run_tags(run_id, {CONCURRENCY_TAG: text})
+
+        self._pressure = Backpressure(parallelism, self.context.log, publish)
+        publish(f"{parallelism} of {parallelism}: no pushback seen")
+        backfill_id = self.context.run.tags.get(BACKFILL_ID_TAG)
+        self._pause = PauseWatch(instance, pause_keys(run_id, backfill_id), self._pressure)
+        self._raw_tables = [d.raw_table for d in domains]
+        self._pause.poll()
+
+    def _idle(self) -> None:
+        """Nothing reported for a while: the day lines, the pause flags, a step up if calm."""
+        self._lines.tick()
+        assert self._pause is not None and self._pressure is not None and self._slots is not None
+        if self._pause.poll():
+            self._slots.release()  # a paused run keeps no idle slot from other runs
+        self._pressure.recover()
+
+    def _after_outcome(self, result: RawResult) -> None:
+        assert self._pause is not None and self._pressure is not None
+        if result.load is not None:
+            self._pressure.success()
+        self._pause.poll()
+
+    def _retry(self, work: RawWork, result: RawResult, attempt: int) -> float | None:
+        """LoadScheduler's retry hook (a worker thread): seconds until the day's next try, or
+        None when its failure is final. A retried day is marked as holding rows, so that its
+        next try clears it before the INSERT, and its attempt number moves on."""
+        result.attempts = attempt
+        if result.load is not None or result.exception is None:
+            return None  # loaded with a failed check, or refused before any try
+        assert self._pressure is not None
+        try:
+            fault = result.fault = classify(result.exception)
+            if fault.transient:
+                self._pressure.transient_failure(f"{work.label}: {fault.cause}")
+            delay = self._policy.next_try(fault, attempt)
+            if delay is None:
+                return None
+            known = self._known.get(work.tenant.key)
+            if known is not None:
+                key = (work.domain.name, work.tenant_day.partition_date)
+                known.attempts[key] = known.attempts.get(key, 0) + 1
+                known.with_rows.add(key)
+            query_id = self._query_ids.get(work)
+            if fault.uncertain and result.insert_started_at is not None and query_id:
+                self._uncertain[work] = query_id
+            return delay
+        except Exception as exc:  # a bug here must not end the run: the day fails as it is
+            self.context.log.warning(f"{work.label}: no retry ({type(exc).__name__}: {exc})")
+            return None
+
+    def _log_retry(self, work: RawWork, result: RawResult, attempt: int, delay: float) -> None:
+        at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+        cause = result.fault.cause if result.fault is not None else "?"
+        self._lines.flush()
+        self.context.log.warning(
+            f"{work.label}: try {attempt} of {self._policy.attempts} failed, transient "
+            f"({cause}); retry {attempt + 1} in {delay:.1f}s at {at:%H:%M:%S} UTC, holding no "
+            f"INSERT slot meanwhile. Error: {result.error[:300]}"
+        )
 
     def _read_known(self, works: list[RawWork]) -> None:
         by_tenant: dict[str, list[RawWork]] = {}
@@ -315,8 +407,15 @@ class RawRun:
         result = RawResult(work)
         day = work.tenant_day.partition_date
         try:
+            uncertain = self._uncertain.get(work)
+            if uncertain is not None:  # before any new try of the day (loading/retry.py)
+                self.context.log.info(
+                    f"{work.label}: {resolve_uncertain(self.clickhouse, uncertain, canceled)}"
+                )
+                del self._uncertain[work]
             prepared = prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id)
         except Exception as exc:
+            result.exception = exc
             result.error = failure_message(self.clickhouse, exc, ())
             result.checks = session_outcomes(
                 self.clickhouse, work.tenant, work.domain, day, None, result.error, 0
@@ -327,6 +426,7 @@ class RawRun:
 
         def checks_in_session(client: Client, entry: backfill_log.LogEntry) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
+            self._probe(client, prepared.timer)
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
                     result.progress = progress_metadata(client, work.tenant)
@@ -367,9 +467,11 @@ class RawRun:
                 finally:
                     result.insert_finished_at = time.time()
         except ClaimCanceled as exc:
+            result.exception = exc
             result.error = str(exc)
             return result, False
         except Exception as exc:
+            result.exception = exc
             result.error = failure_message(self.clickhouse, exc, prepared.secrets)
             result.checks = session_outcomes(
                 self.clickhouse,
@@ -381,6 +483,18 @@ class RawRun:
                 len(day_export.files),
             )
         return result, result.passed
+
+    def _probe(self, client: Client, timer) -> None:
+        """The service's health, read in a load's session at most every
+        ATLAS_HEALTH_PROBE_SECONDS (a few ms): it may lower the run's INSERT limit."""
+        pressure = self._pressure
+        if pressure is None or not pressure.probe_due():
+            return
+        try:
+            with timer.phase("health_probe"):
+                pressure.observe(probe(client, self._raw_tables))
+        except Exception as exc:  # the operator's query may be wrong: the load goes on
+            pressure.probe_failed(exc)
 
     def _kill_in_flight(self, works: list[RawWork]) -> None:
         self.context.log.warning(
@@ -402,7 +516,7 @@ class RawRun:
         if result.load is None:
             self.failed.append(work.label)
             self._lines.flush()  # what started and finished before it, then the failure
-            self.context.log.error(f"{work.label} failed: {result.error}")
+            self.context.log.error(f"{work.label} failed{_tries(result)}: {result.error}")
             return
         # Every loaded day in the words an operator searches the run log for (the
         # materialization's metadata is not shown inline there), a few days to an event.
@@ -440,6 +554,16 @@ class RawRun:
                     self.clickhouse, first.tenant, first.domain, list(by_day)
                 ):
                     self._report_checks(by_day[day], outcomes)
+
+
+def _tries(result: RawResult) -> str:
+    """How the failure was judged, for the run log's failure line."""
+    fault = result.fault
+    if fault is None:
+        return ""
+    if fault.transient:
+        return f" after {result.attempts} tries, the last transient ({fault.cause})"
+    return f" at try {result.attempts}, permanent ({fault.cause}): not retried"
 
 
 def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:

@@ -5,13 +5,21 @@ it has started its INSERT, so no day ever starts before a newer day of the same 
 loads its first `ramp_days` (newest) days one INSERT at a time; its parallelism rises to the
 steady state only when those days are completed and their checks passed, and stays at 1 if any of
 them failed. The Dagster pool caps INSERTs across runs; this caps them within the run.
+
+Two optional hooks (orchestration/backpressure.py, loading/retry.py): `capacity()` lowers the
+run's INSERTs at once below `parallelism` while the service pushes back (0 pauses dispatching),
+and `retry(work, result, attempt)` puts a failed day back among the pending ones after a delay:
+it waits there holding no worker, no pool slot and no share of the cap, and is dispatched again
+in its place in the order (the newest day first) once its delay is over.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import queue
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +76,8 @@ class _State:
 
 
 Execute = Callable[[WorkT, threading.Event, Callable[[], None]], tuple[ResultT, bool]]
+# (work, failed result, attempt just made) -> seconds until the next try, or None: final.
+Retry = Callable[[WorkT, ResultT, int], float | None]
 
 
 class LoadScheduler(Generic[WorkT, ResultT]):
@@ -85,10 +95,18 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         execute: Execute,
         parallelism: int,
         ramp_days: int,
+        capacity: Callable[[], int] | None = None,
+        retry: Retry | None = None,
     ) -> None:
         self.slots = sorted(slots, key=lambda s: s.position)
         self.execute = execute
         self.parallelism = max(1, parallelism)
+        # Called with the lock held, before each dispatch: must not do I/O.
+        self.capacity = capacity
+        self.retry = retry
+        # Per position: tries made so far, and when a day waiting to retry may go again.
+        self._attempts: dict[int, int] = defaultdict(int)
+        self._not_before: dict[int, float] = {}
         self.canceled = threading.Event()
         self._events: queue.Queue[tuple[str, int, object]] = queue.Queue()
         # Guards the state: worker threads update it and dispatch the next slots themselves.
@@ -130,9 +148,25 @@ class LoadScheduler(Generic[WorkT, ResultT]):
     def tenant_parallelism(self, tenant_key: str) -> int:
         return self.parallelism if self._ramps[tenant_key].passed else 1
 
+    def limit(self) -> int:
+        """INSERTs the run may have in flight now: `parallelism`, lowered by `capacity()`."""
+        if self.capacity is None:
+            return self.parallelism
+        return max(0, min(self.parallelism, self.capacity()))
+
+    def next_retry_in(self) -> float | None:
+        """Seconds until the first day waiting to retry may go again, or None."""
+        with self._lock:
+            if not self._not_before:
+                return None
+            return max(0.0, min(self._not_before.values()) - time.monotonic())
+
     def _eligible(self, slot: LoadSlot[WorkT], in_flight: int) -> bool:
         state, ramp = self._state, self._ramps[slot.tenant_key]
-        if in_flight >= self.parallelism:
+        if in_flight >= self.limit():
+            return False
+        not_before = self._not_before.get(slot.position)
+        if not_before is not None and time.monotonic() < not_before:
             return False
         before = self._lane_predecessor[slot.position]
         if before is not None and before not in state.started and before not in state.done:
@@ -149,13 +183,15 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         state = self._state
         if self.canceled.is_set() or self._pool is None:
             return
+        limit = self.limit()
         for slot in list(self._pending):
             in_flight = len(state.dispatched) - len(state.done)
-            if in_flight >= self.parallelism:
+            if in_flight >= limit:
                 return
             if not self._eligible(slot, in_flight):
                 continue
             self._pending.remove(slot)
+            self._not_before.pop(slot.position, None)
             state.dispatched.add(slot.position)
             state.in_flight_by_tenant[slot.tenant_key] += 1
             self._pool.submit(self._work, slot)
@@ -168,16 +204,37 @@ class LoadScheduler(Generic[WorkT, ResultT]):
             self._events.put(("started", slot.position, None))
 
         try:
+            with self._lock:
+                self._attempts[slot.position] += 1
+                attempt = self._attempts[slot.position]
             result, passed = self.execute(slot.work, self.canceled, mark_started)
+            delay = None
+            if not passed and self.retry is not None and not self.canceled.is_set():
+                delay = self.retry(slot.work, result, attempt)
         except BaseException as exc:  # the caller sees it as the slot's outcome
             with self._lock:
                 self._finish(slot, passed=False)
             self._events.put(("crashed", slot.position, exc))
             return
+        if delay is not None:
+            with self._lock:
+                self._requeue(slot, delay)
+                self._dispatch()
+            self._events.put(("retry", slot.position, (result, attempt, delay)))
+            return
         with self._lock:
             self._finish(slot, passed)
             self._dispatch()
         self._events.put(("done", slot.position, (result, passed)))
+
+    def _requeue(self, slot: LoadSlot[WorkT], delay: float) -> None:
+        """Back among the pending slots, in its place, not before `delay` seconds from now; it
+        no longer counts as in flight (called with the lock held)."""
+        state = self._state
+        state.dispatched.discard(slot.position)
+        state.in_flight_by_tenant[slot.tenant_key] -= 1
+        self._not_before[slot.position] = time.monotonic() + delay
+        bisect.insort(self._pending, slot, key=lambda s: s.position)
 
     def _finish(self, slot: LoadSlot[WorkT], passed: bool) -> None:
         state, ramp = self._state, self._ramps[slot.tenant_key]
@@ -192,12 +249,15 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         on_started: Callable[[WorkT], None] | None = None,
         on_cancel: Callable[[list[WorkT]], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        on_retry: Callable[[WorkT, ResultT, int, float], None] | None = None,
     ) -> Iterator[Outcome[WorkT, ResultT]]:
         """Yields each slot's outcome as it completes; on interruption, cancels and drains.
 
         The callbacks run on the calling thread: `on_started` when a work starts its INSERT,
         `on_cancel` with the works in flight when the run is interrupted (to stop their queries),
-        `on_idle` whenever EVENT_POLL_SECONDS pass with nothing to report.
+        `on_idle` whenever EVENT_POLL_SECONDS pass with nothing to report, `on_retry(work,
+        result, attempt, delay)` when a failed try is put back to go again in `delay` seconds.
+        A run waiting only for retries or a raised capacity re-dispatches on its own.
         """
         by_position = {slot.position: slot for slot in self.slots}
         self._pool = ThreadPoolExecutor(
@@ -208,9 +268,15 @@ class LoadScheduler(Generic[WorkT, ResultT]):
             with self._lock:
                 self._dispatch()
             while reported < len(self.slots):
+                timeout = EVENT_POLL_SECONDS
+                due = self.next_retry_in()
+                if due is not None:
+                    timeout = min(timeout, due + 0.001)
                 try:
-                    kind, position, payload = self._events.get(timeout=EVENT_POLL_SECONDS)
+                    kind, position, payload = self._events.get(timeout=timeout)
                 except queue.Empty:
+                    with self._lock:  # a retry's delay ended, or the capacity rose
+                        self._dispatch()
                     if on_idle is not None:
                         on_idle()
                     continue
@@ -218,6 +284,10 @@ class LoadScheduler(Generic[WorkT, ResultT]):
                 if kind == "started":
                     if on_started is not None:
                         on_started(slot.work)
+                    continue
+                if kind == "retry":
+                    if on_retry is not None:
+                        on_retry(slot.work, *payload)  # type: ignore[misc]
                     continue
                 reported += 1
                 if kind == "crashed":
