@@ -191,10 +191,15 @@ def _from_text(kind: str, text: str) -> Fault | None:
     s3 = _s3_in_text(first, kind, only_if_found=True)
     if s3 is not None:
         return s3
-    lowered = first.lower()
-    if any(word in lowered for word in _CONNECTION_WORDS):
-        return Fault(True, f"connection: {kind}", uncertain=True)
+    word = _connection_word(first)
+    if word is not None:
+        return Fault(True, f"{word} ({kind})", uncertain=True)
     return None
+
+
+def _connection_word(text: str) -> str | None:
+    lowered = text.lower()
+    return next((word for word in _CONNECTION_WORDS if word in lowered), None)
 
 
 def _clickhouse_name(text: str) -> str | None:
@@ -223,7 +228,7 @@ def _s3_in_text(text: str, what: str, only_if_found: bool = False) -> Fault | No
     if status is not None:
         number = int(status.group(1))
         return Fault(number in TRANSIENT_HTTP, f"{what}: HTTP {number}")
-    lowered = text.lower()
-    if any(word in lowered for word in _CONNECTION_WORDS):
-        return Fault(True, f"{what}: connection")
+    word = _connection_word(text)
+    if word is not None:
+        return Fault(True, f"{what}: {word}")
     return None if only_if_found else Fault(False, what)
