@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from dagster import DagsterInstance
 
+from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.monitoring.scope import Scope
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
@@ -93,8 +94,17 @@ def run_status(args: argparse.Namespace) -> int:
     with _dagster_instance() as instance, ClickHouseResource().session() as client:
         ensure_schema(client)
         report = collect(client, tenants, scope, instance, args.gap_days)
-    print(json.dumps(report.as_json(), indent=2) if args.json else render(report))
+        loads = running_loads(instance) if instance is not None else []
+    if args.json:
+        print(json.dumps(report.as_json() | {"running_loads": loads}, indent=2))
+    else:
+        print(render(report) + "\n\n" + _section(LOADS_HEADER, loads, LOAD_COLUMNS))
     return 0
+
+
+# Each running load's effective INSERT concurrency and reason (orchestration/backpressure.py).
+LOADS_HEADER = "running loads (INSERT concurrency now, of the cap: why; pause flags)"
+LOAD_COLUMNS = ["run_id", "backfill", "insert_concurrency", "paused_by"]
 
 
 def _cell(value: object) -> str:
