@@ -113,7 +113,14 @@ def test_status_sections_list_failed_missing_and_stale_days(
 
     assert re.search(rf"{org}\s+main\s+user\s+2\s+1\s+{rows}\s+{iso[0]}\s+{iso[4]}\s", human)
     sections = dict(re.findall(r"== ([a-z ]+?) \(.*?\)\n(.*?)(?=\n\n==|\Z)", human, re.S))
-    assert list(sections) == ["progress per domain", "pending failures", "gaps", "stale loads"]
+    assert list(sections) == [
+        "progress per domain",
+        "pending failures",
+        "gaps",
+        "stale loads",
+        "running loads",
+    ]
+    assert sections["running loads"] == "(none)"
     assert iso[2] in sections["pending failures"]
     assert "outside the partition's UTC day" in sections["pending failures"]
     assert re.search(rf"{org}\s+main\s+user\s+{iso[2]}\s+{iso[4]}\s+3$", sections["gaps"], re.M)
