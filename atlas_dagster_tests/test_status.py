@@ -120,7 +120,7 @@ def test_status_sections_list_failed_missing_and_stale_days(
         "stale loads",
         "running loads",
     ]
-    assert sections["running loads"] == "(none)"
+    assert sections["running loads"].strip() == "(none)"
     assert iso[2] in sections["pending failures"]
     assert "outside the partition's UTC day" in sections["pending failures"]
     assert re.search(rf"{org}\s+main\s+user\s+{iso[2]}\s+{iso[4]}\s+3$", sections["gaps"], re.M)
