@@ -135,7 +135,7 @@ def test_status_sections_list_failed_missing_and_stale_days(
     assert other_view["progress"] == other_view["failures"] == other_view["stale"] == []
     assert len(other_view["gaps"]) == 5
     _, casino = _status(capsys, "--org", org, "--domain", "casino")
-    assert casino == {"progress": [], "failures": [], "gaps": [], "stale": []}
+    assert casino == {"progress": [], "failures": [], "gaps": [], "stale": [], "running_loads": []}
 
 
 SEED_ORG, SEED_BRAND = "seu_org_id", "seu_brand_id"
