@@ -129,9 +129,7 @@ def _handler(upstream: tuple[str, int], plan: FaultPlan) -> type[BaseHTTPRequest
 
         def _reset(self) -> None:
             # SO_LINGER 0: close() sends an RST, the peer sees "connection reset by peer".
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.close()
