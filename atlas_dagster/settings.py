@@ -146,11 +146,20 @@ def ramp_up_days() -> int:
 
 
 def check_load_limits() -> None:
-    """Raises SettingsError for an out-of-range ATLAS_MAX_PARALLEL_INSERTS, ATLAS_RAMP_UP_DAYS
-    or ATLAS_EMBEDDED_INFLIGHT_MB."""
+    """Raises SettingsError for an out-of-range ATLAS_MAX_PARALLEL_INSERTS, ATLAS_RAMP_UP_DAYS,
+    ATLAS_EMBEDDED_INFLIGHT_MB, or a retry or backpressure setting."""
     parallel_inserts()
     ramp_up_days()
     embedded_inflight_bytes()
+    for setting in (
+        retry_attempts,
+        retry_base_seconds,
+        retry_max_seconds,
+        recovery_seconds,
+        health_probe_seconds,
+        health_threshold,
+    ):
+        setting()
 
 
 DEFAULT_LIABILITY_LOOKBACK_DAYS = 90

@@ -197,6 +197,7 @@ class RawRun:
         self._raw_tables: list[str] = []
         # Days whose INSERT's connection dropped against a server: resolved before their retry.
         self._uncertain: dict[RawWork, str] = {}
+        self._scheduler: LoadScheduler[RawWork, RawResult] | None = None
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -275,6 +276,7 @@ class RawRun:
             capacity=self._pressure.capacity,
             retry=self._retry,
         )
+        self._scheduler = scheduler
         self.context.log.info(
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
             f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
@@ -327,8 +329,11 @@ class RawRun:
         """Nothing reported for a while: the day lines, the pause flags, a step up if calm."""
         self._lines.tick()
         assert self._pause is not None and self._pressure is not None and self._slots is not None
-        if self._pause.poll():
-            self._slots.release()  # a paused run keeps no idle slot from other runs
+        waiting = self._scheduler is not None and self._scheduler.next_retry_in() is not None
+        if self._pause.poll() or waiting:
+            # A paused run, or one idle while days wait to retry, keeps no idle slot from other
+            # runs (claiming one again costs ~0.1 s, nothing beside a retry's wait).
+            self._slots.release()
         self._pressure.recover()
 
     def _after_outcome(self, result: RawResult) -> None:
