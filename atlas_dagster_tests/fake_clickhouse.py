@@ -35,6 +35,10 @@ class FakeClickHouse:
     rows: int  # what count_day answers
     insert_seconds: float
     requests: list[Request] = field(default_factory=list)
+    # For an INSERT whose connection dropped (loading/retry.py): whether system.processes still
+    # lists it (until a KILL QUERY), and how system.query_log says it ended.
+    still_running: bool = False
+    query_outcome: str = ""
 
     @property
     def url(self) -> str:
@@ -61,6 +65,13 @@ def _answer(body: str, fake: FakeClickHouse) -> bytes:
         return b""
     if "SELECT count() AS events" in body:
         return f"{fake.rows}\n".encode()
+    if "FROM system.processes" in body:
+        return b"1\n" if fake.still_running else b"0\n"
+    if "KILL QUERY" in body:
+        fake.still_running = False
+        return b""
+    if "FROM system.query_log" in body:
+        return f"{fake.query_outcome}\n".encode()
     return b""  # INSERTs into backfill_log, and the driver's settings probe (empty is fine)
 
 

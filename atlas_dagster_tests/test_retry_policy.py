@@ -14,12 +14,14 @@ import pytest
 
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import LoadMismatchError
-from atlas_dagster.loading.retry import RetryPolicy
+from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.orchestration.backpressure import Backpressure, Health
 from atlas_dagster.orchestration.pools import ClaimCanceled
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.validation.rows import RowContractError
+from atlas_dagster_tests.fake_clickhouse import fake_clickhouse
 
 
 def _raised(call) -> BaseException:
@@ -215,3 +217,28 @@ def test_pushback_steps_down_at_once_and_recovers_one_step_per_calm_period(monke
     assert published[-1].startswith("4 of 4: no pushback for 10s")
     pressure.observe(Health(max_parts=600, parts_to_delay_insert=1000, pushed_back_inserts=9))
     assert pressure.limit == 2  # a partition at 60 % of parts_to_delay_insert: half
+
+
+def test_an_uncertain_insert_is_killed_then_read_from_the_query_log_never_sent_again(
+    tmp_path: Path,
+) -> None:
+    """Against a server (a loopback listener answering like ClickHouse, fake_clickhouse.py):
+    the dropped INSERT still listed in system.processes is killed, the query log is flushed
+    and read, and nothing is inserted by the resolution itself."""
+    with fake_clickhouse(rows=0) as fake:
+        fake.still_running, fake.query_outcome = True, "QueryFinish"
+        clickhouse = ClickHouseResource(dsn=f"http://default:pw@127.0.0.1:{fake.port}")
+        said = resolve_uncertain(clickhouse, "atlas-q-1", threading.Event())
+        bodies = [r.body for r in fake.requests]
+    assert (
+        said == "INSERT atlas-q-1 killed, it had finished: its rows are cleared before the next try"
+    )
+    order = [
+        next(i for i, b in enumerate(bodies) if marker in b)
+        for marker in ("system.processes", "KILL QUERY", "FLUSH LOGS", "system.query_log")
+    ]
+    assert order == sorted(order)
+    assert all("atlas-q-1" in bodies[i] for i in (order[0], order[1], order[3]))
+    assert not [b for b in bodies if "INSERT INTO" in b]
+    embedded = ClickHouseResource(dsn=f"chdb://{tmp_path / 'clickhouse'}")
+    assert resolve_uncertain(embedded, "q", threading.Event()).startswith("embedded: ")

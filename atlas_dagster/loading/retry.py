@@ -77,10 +77,11 @@ def resolve_uncertain(
                     f"INSERT {query_id} still runs on the server after "
                     f"{RESOLVE_WAIT_SECONDS:.0f}s of KILL QUERY"
                 )
+            # KILL ... SYNC returns once the server stopped it: wait only if it is still listed.
+            if killed and canceled.wait(RESOLVE_POLL_SECONDS):
+                break
             client.command(sql.query("kill_query_sync"), parameters=parameters)
             killed = True
-            if canceled.wait(RESOLVE_POLL_SECONDS):
-                break
         client.command(sql.query("flush_logs"))
         outcome = str(client.command(sql.query("query_outcome"), parameters=parameters) or "")
     ended = {
