@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import random
+import re
 import secrets
 import threading
 import time
@@ -149,6 +150,15 @@ def test_a_storm_of_503s_and_resets_ends_in_no_failed_day_and_exact_rows(
         assert entry["status"] == "completed", entry
         assert entry["rows_loaded"] == rows == _count(clickhouse, tenant, domain, day)
     assert retries, "the storm never reached past the libraries' retries: nothing of ours shown"
+    # Each try is visible in backfill_log: a day failed n times completed at attempt n + 1.
+    failed_tries: dict[tuple[str, dt.date], int] = {}
+    for line in retries:
+        found = re.match(r"tbt_raw_events_(\w+) (\S+)\|\S+: try (\d) of", line)
+        assert found, line
+        key = (found.group(1), dt.date.fromisoformat(found.group(2)))
+        failed_tries[key] = max(failed_tries.get(key, 0), int(found.group(3)))
+    for (domain, day), tries in failed_tries.items():
+        assert log_row(clickhouse, tenant, domain, day)["attempt"] == tries + 1
     for line in retries:
         assert "retry 2 in" in line or "retry 3 in" in line or "retry 4 in" in line
 
