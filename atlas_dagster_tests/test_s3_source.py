@@ -16,6 +16,7 @@ from clickhouse_connect.driver.exceptions import DatabaseError
 from atlas_dagster.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
+from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
@@ -137,4 +138,6 @@ def test_wrong_secret_in_clickhouse_s3_fails_and_is_not_logged(
     )
     assert "403" in message and "S3_ERROR" in message
     assert wrong not in str(raised.value)
+    fault = classify(raised.value)  # a wrong secret is never retried (loading/faults.py)
+    assert not fault.transient and "S3_ERROR" in fault.cause, fault
     assert _loaded(fresh_clickhouse, tenant)[0] == 0

@@ -185,10 +185,11 @@ class Backpressure:
         else:
             self.recover()
 
-    def probe_failed(self, exc: Exception) -> None:
+    def probe_failed(self, why: str) -> None:
+        """Ends the probe claimed by probe_due; `why` is already redacted."""
         with self._lock:
             self._probing = False
-        self.log.warning(f"health probe failed ({type(exc).__name__}: {exc}); limit kept")
+        self.log.warning(f"health probe failed ({why[:500]}); INSERT limit kept")
 
     def set_paused(self, paused: bool, why: str) -> None:
         if paused == self.paused:

@@ -499,7 +499,7 @@ class RawRun:
             with timer.phase("health_probe"):
                 pressure.observe(probe(client, self._raw_tables))
         except Exception as exc:  # the operator's query may be wrong: the load goes on
-            pressure.probe_failed(exc)
+            pressure.probe_failed(failure_message(self.clickhouse, exc, ()))
 
     def _kill_in_flight(self, works: list[RawWork]) -> None:
         self.context.log.warning(
