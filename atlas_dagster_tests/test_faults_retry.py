@@ -267,3 +267,36 @@ def test_permanent_faults_fail_at_their_first_try_with_no_retry(
         assert not [line for line in lines if "retry 2 in" in line], lines
         failed = [line for line in lines if " failed at try 1, permanent (" in line]
         assert failed and "not retried" in failed[0], lines
+
+
+def test_a_transient_fault_that_persists_fails_the_day_at_its_last_try(
+    tmp_path: Path, fast_retries, monkeypatch
+) -> None:
+    """TOO_MANY_PARTS with no merge ever: 3 tries (ATLAS_RETRY_ATTEMPTS=3), each logged, then
+    'failed' with the last cause at attempt 3 and nothing of the day kept."""
+    monkeypatch.setenv("ATLAS_RETRY_ATTEMPTS", "3")
+    days = _days(1)
+    tenant = _file_tenant(tmp_path, days, "stuck")
+    _write(tenant, days[0])
+    clickhouse = ClickHouseResource(dsn=f"chdb://{tmp_path / 'clickhouse'}")
+    with clickhouse.session() as client:
+        ensure_schema(client)
+        client.command(
+            "ALTER TABLE atlas.tbt_raw_events_casino MODIFY SETTING parts_to_throw_insert = 1"
+        )
+        client.command(
+            "INSERT INTO atlas.tbt_raw_events_casino (organization_id, brand_id, event_date, "
+            "event_id) VALUES ('other', 'main', '2026-10-20', 'e')"
+        )
+    with instance_for_test() as instance:
+        result = _run(clickhouse, tenant, instance, ("casino",), days)
+        lines = _lines(instance, result.run_id)
+    assert not result.success
+    assert [line for line in lines if "retry 2 in" in line or "retry 3 in" in line]
+    assert not [line for line in lines if "retry 4 in" in line]
+    [final] = [line for line in lines if " failed after 3 tries, the last transient (" in line]
+    assert "TOO_MANY_PARTS" in final
+    entry = log_row(clickhouse, tenant, "casino", days[0])
+    assert (entry["status"], entry["attempt"]) == ("failed", 3), entry
+    assert "TOO_MANY_PARTS" in entry["error_message"]
+    assert _count(clickhouse, tenant, "casino", days[0]) == 0
