@@ -11,6 +11,7 @@ from pathlib import Path
 
 import clickhouse_connect
 import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
 
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import LoadMismatchError
@@ -89,6 +90,11 @@ def test_a_refused_connection_is_transient_and_our_own_errors_are_permanent(tmp_
         assert not classify(exc).transient, exc
     wrapped = _raised(_raise_contract_from_parts)
     assert not classify(wrapped).transient
+    # What clickhouse-connect raises against a server (httpcommon.build_http_error's words): a
+    # Cloud service waking up or scaling answers 503; a code in the header alone is enough.
+    assert classify(DatabaseError("HTTP driver received HTTP status 503")).transient
+    assert classify(DatabaseError("Received ClickHouse exception", code=241)).transient
+    assert not classify(DatabaseError("HTTP driver received HTTP status 403")).transient
 
 
 def _raise_contract_from_parts() -> None:

@@ -149,7 +149,11 @@ def _one(exc: BaseException) -> Fault | None:
         return botocore
     if isinstance(exc, _CONNECTION_TYPES):
         return Fault(True, f"connection: {type(exc).__name__}", uncertain=True)
-    return _from_text(type(exc).__name__, str(exc))
+    text = str(exc)
+    code = getattr(exc, "code", None)  # clickhouse-connect's errors carry the server's code
+    if isinstance(code, int) and code > 0 and "Code: " not in text:
+        text = f"Code: {code}. {text}"
+    return _from_text(type(exc).__name__, text)
 
 
 def _botocore(exc: BaseException) -> Fault | None:
