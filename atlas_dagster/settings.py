@@ -162,20 +162,6 @@ def check_load_limits() -> None:
         setting()
 
 
-DEFAULT_LIABILITY_LOOKBACK_DAYS = 90
-
-
-def liability_lookback_days() -> int:
-    """ATLAS_LIABILITY_LOOKBACK_DAYS: how many days of opened bets the liability counts."""
-    return _int_setting(
-        "ATLAS_LIABILITY_LOOKBACK_DAYS",
-        DEFAULT_LIABILITY_LOOKBACK_DAYS,
-        1,
-        3660,
-        "a lookback of bets opened within that many days",
-    )
-
-
 def _float_setting(name: str, default: float, low: float, high: float, why: str) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -255,3 +241,18 @@ def health_threshold() -> float:
 # A partition of a raw table holding this share of parts_to_delay_insert already pushes back:
 # ClickHouse starts delaying INSERTs at 1.0 and refuses them at parts_to_throw_insert.
 PARTS_PRESSURE_RATIO = 0.5
+
+
+DEFAULT_LIABILITY_LOOKBACK_DAYS = 90
+
+
+def liability_lookback_days() -> int:
+    """ATLAS_LIABILITY_LOOKBACK_DAYS: how many days of opened bets the liability counts."""
+    return _int_setting(
+        "ATLAS_LIABILITY_LOOKBACK_DAYS",
+        DEFAULT_LIABILITY_LOOKBACK_DAYS,
+        1,
+        3660,
+        "a lookback of bets opened within that many days",
+    )
+

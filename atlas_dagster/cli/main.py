@@ -1,4 +1,4 @@
-"""atlas-dagster: the operator's command line (init-db, backfill, load, status, pause, …)."""
+"""atlas-dagster: the operator's command line (init-db, demo-data, backfill, load, status)."""
 
 from __future__ import annotations
 

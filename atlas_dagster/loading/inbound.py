@@ -427,13 +427,14 @@ def _insert(
     try:
         client.command(statement, parameters=parameters, settings={"query_id": prepared.query_id})
     except Exception as exc:
-        if canceled is not None and canceled.is_set():
-            raise
         from atlas_dagster.loading.faults import classify  # faults.py imports this module
 
         if classify(exc).transient:
             # The service pushed back (TOO_MANY_PARTS, S3 503, …): rows cannot explain that, and
             # a second read of the whole day would only add to its load before the retry.
+            raise
+
+        if canceled is not None and canceled.is_set():
             raise
         try:
             violations = diagnose_rows(client, prepared, cluster)
