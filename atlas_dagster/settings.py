@@ -255,4 +255,3 @@ def liability_lookback_days() -> int:
         3660,
         "a lookback of bets opened within that many days",
     )
-
