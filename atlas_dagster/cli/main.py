@@ -9,8 +9,9 @@ import sys
 from clickhouse_connect.driver.exceptions import Error as ClickHouseError
 from dagster import DagsterInvariantViolationError
 
-from atlas_dagster.cli import backfill, demo, pause, verify
+from atlas_dagster.cli import backfill, demo, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
+from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
 from atlas_dagster.resources.embedded_engine import EngineOpenError
@@ -46,8 +47,8 @@ def parser() -> argparse.ArgumentParser:
     backfill.register(commands)
     demo.register(commands)
     verify.register(commands)
-    pause.register(commands)
     add_status_command(commands)
+    register_pause(commands)
     return root
 
 
