@@ -86,10 +86,14 @@ class FleetPlan:
         return partition_key(self.start, first), partition_key(self.end, last)
 
     def tenant_days(self, tenant: Tenant) -> int:
-        """The tenant's day-domains inside the window (what the run loads for it)."""
-        first, last = max(self.start, tenant.start_date), min(self.end, tenant.last_date())
-        days = max(0, (last - first).days + 1)
-        return days * sum(1 for d in self.domains if d.name in tenant.domains)
+        """The tenant's day-domains inside the window (what the run loads for it), each domain
+        within its own dates."""
+        total = 0
+        for domain in self.domains:
+            if domain.name in tenant.domains:
+                first, last = tenant.window(domain.name)
+                total += max(0, (min(self.end, last) - max(self.start, first)).days + 1)
+        return total
 
 
 def build_fleet_plan(
@@ -165,6 +169,8 @@ def build_plan(
     day = last
     while day >= first:
         for domain in plan.domains:
+            if not tenant.covers(day, domain.name):  # before the domain's own start, or after
+                continue
             reason = _selection_reason(states[domain.name].get(day), only)
             if reason is not None:
                 plan.days.append(PlannedDay(domain, day, reason))
