@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster.domains import Domain
-from atlas_dagster.exports.layout import FOLDER_DAY_SQL, DayExport, ExportSource, tenant_root
+from atlas_dagster.exports.layout import (
+    FOLDER_DAY_SQL,
+    DayExport,
+    ExportError,
+    ExportSource,
+    tenant_root,
+)
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, diagnosis_source
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
@@ -42,15 +48,28 @@ def window_states(
     days: list[dt.date],
 ) -> dict[dt.date, ExportState]:
     """Every day's ExportState, read in bulk."""
+    try:
+        listed = ExportSource(tenant).list_window(domain.name, days)
+    except Exception as exc:  # the check reports the export's problem instead of raising it
+        error = clickhouse.redact(f"{type(exc).__name__}: {exc}", tenant.s3.credentials() or ())
+        return {day: ExportState(0, None, error) for day in days}
+    return listed_states(client, clickhouse, tenant, domain, listed)
+
+
+def listed_states(
+    client: Client,
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    listed: dict[dt.date, DayExport | ExportError],
+) -> dict[dt.date, ExportState]:
+    """The ExportState of days already listed (ExportSource.list_window): footers validated
+    once, then the row rules inside ClickHouse, one query per chunk of days."""
     secrets = tenant.s3.credentials() or ()
 
     def failed(exc: Exception) -> str:
         return clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
 
-    try:
-        listed = ExportSource(tenant).list_window(domain.name, days)
-    except Exception as exc:  # the check reports the export's problem instead of raising it
-        return {day: ExportState(0, None, failed(exc)) for day in days}
     states: dict[dt.date, ExportState] = {}
     exports: dict[dt.date, DayExport] = {}
     for day, listing in listed.items():

@@ -256,3 +256,56 @@ def check_schema(
         frozenset(name for name, kinds in float_money.items() if True in kinds),
         tuple((name, read_as) for name, read_as in sorted(wide.items()) if read_as),
     )
+
+
+def _timestamp_reading(physical: str, arrow_type: pa.TimestampType) -> str | None:
+    stored = "DateTime64(6, 'UTC')"
+    if physical == "INT96":
+        return f"INT96 (Spark/Hive/Impala legacy) → {stored}, nanoseconds truncated to µs"
+    notes = []
+    if arrow_type.unit == "ns":
+        notes.append(f"INT64 nanoseconds → {stored}, truncated to µs (never another day)")
+    if arrow_type.tz is None:
+        notes.append("no UTC annotation: read as UTC")
+    elif arrow_type.tz not in ("UTC", "+00:00", "Etc/UTC"):
+        notes.append(f"zone {arrow_type.tz}: the stored instant is read, its UTC day counts")
+    return "; ".join(notes) or None
+
+
+def _money_reading(arrow_type: pa.DataType) -> str | None:
+    if pa.types.is_floating(arrow_type):
+        return "DOUBLE → Decimal(18, 4) through its shortest decimal, rounded to 4 places"
+    wide = _wide_decimal([arrow_type])
+    if wide is None:
+        return None
+    return (
+        f"DECIMAL({arrow_type.precision}, {arrow_type.scale}) → read as {wide}, stored as "
+        "Decimal(18, 4); a row with more than 14 integer digits or non-zero digits past the "
+        "4th decimal place is refused"
+    )
+
+
+def column_readings(export_file: ExportFile, domain: Domain) -> tuple[str, ...]:
+    """What the load reads each contract column of the file as, for the columns a tool writes
+    in a form of its own (INT96, nanoseconds, wide decimals, doubles, binary strings); columns
+    in the contract's plain form are not named. Footer only."""
+    schema = export_file.metadata.schema
+    arrow_schema = schema.to_arrow_schema()
+    readings = []
+    for column in domain.columns:
+        if column.name not in arrow_schema.names:
+            continue
+        arrow_type = arrow_schema.field(column.name).type
+        if pa.types.is_dictionary(arrow_type):
+            arrow_type = arrow_type.value_type
+        physical = schema.column(schema.names.index(column.name)).physical_type
+        reading = None
+        if column.kind is Kind.TIMESTAMP and pa.types.is_timestamp(arrow_type):
+            reading = _timestamp_reading(physical, arrow_type)
+        elif column.kind is Kind.MONEY and _matches(Kind.MONEY, arrow_type):
+            reading = _money_reading(arrow_type)
+        elif column.kind is Kind.STRING and pa.types.is_binary(arrow_type):
+            reading = "BYTE_ARRAY without UTF8 annotation → String"
+        if reading:
+            readings.append(f"{column.name}: {reading}")
+    return tuple(readings)
