@@ -7,15 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dagster import instance_for_test, materialize
+from dagster import instance_for_test
 
-from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.demo_data import arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.loading.inbound import count_day
-from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference
@@ -27,7 +25,7 @@ from atlas_dagster_tests.export_writers import (
     ROWS,
     WRITERS,
 )
-from atlas_dagster_tests.gold_support import generated, gold_rows
+from atlas_dagster_tests.gold_support import generated, gold_rows, materialize_range
 
 pytestmark = pytest.mark.slow  # a ranged run of 2 days x 4 domains and gold per writer
 
@@ -36,17 +34,7 @@ LOOKBACK = 90
 
 def _load(clickhouse, tenant: Tenant):
     with instance_for_test() as instance:
-        return materialize(
-            raw_assets([tenant], partitions_for([tenant])),
-            selection=[d.raw_table for d in DOMAINS.values()],
-            instance=instance,
-            resources={"clickhouse": clickhouse},
-            tags={
-                "dagster/asset_partition_range_start": f"{DAYS[0]}|{tenant.key}",
-                "dagster/asset_partition_range_end": f"{DAYS[-1]}|{tenant.key}",
-            },
-            raise_on_error=False,
-        )
+        return materialize_range(clickhouse, tenant, list(DOMAINS), instance, DAYS[0], DAYS[-1])
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))

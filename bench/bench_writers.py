@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.bench_load import BARE_COLUMNS, BARE_SELECT
 from bench.protocol import DEFAULT_REPEAT, json_worker, median_run, settle, sides_in_order
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,17 +46,6 @@ COST_FORMATS = (
     "spark-int96-decimal38",
     "bq-decimal38-9",
 )
-BARE_COLUMNS = (
-    "organization_id, brand_id, event_date, event_id, event_type, event_timestamp, user_id, "
-    "bet_id, game_id, amount, currency, source_file, ingestion_path, ingested_at"
-)
-BARE_SELECT = (
-    "organization_id, brand_id, toDate(event_timestamp) AS event_date, event_id, event_type, "
-    "event_timestamp, user_id, bet_id, game_id, amount, currency, _path AS source_file, "
-    "'backfill' AS ingestion_path, now64(6) AS ingested_at"
-)
-
-
 def _tenant(org: str, source: Path, first: dt.date, last: dt.date):
     from atlas_dagster.domains import DOMAINS
     from atlas_dagster.tenants import Tenant
