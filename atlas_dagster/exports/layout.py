@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import os
@@ -185,9 +186,10 @@ class ExportSource:
         folders = {f: day for day in days for f in day_folders(self.tenant, domain, day)}
         try:
             by_folder = self._list_window_s3(folders) if self._client else None
-            self.complete(domain)  # read once here, not by each thread
         except Exception:  # each day then reports its own listing error
             by_folder = None
+        with contextlib.suppress(ExportError):  # read once here, not by each thread; if it
+            self.complete(domain)  # fails, each day without files reports why
 
         def one(day: dt.date) -> DayExport | ExportError:
             try:
@@ -217,9 +219,8 @@ class ExportSource:
             )
         # Several folders of one day (month=09/day=07 and month=9/day=7): read from their
         # common parent, each file named by its path below it.
-        base = next(iter(found)) if len(found) == 1 else os.path.dirname(os.path.commonprefix(
-            [f + "/" for f in found]
-        ))
+        common = os.path.commonprefix([f"{folder}/" for folder in found])
+        base = common[:-1] if len(found) == 1 else os.path.dirname(common)
         seen: dict[str, str] = {}
         files = []
         for folder, listed in found.items():
