@@ -13,7 +13,7 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
-from atlas_dagster.tenants import Tenant
+from atlas_dagster.tenants import Tenant, TenantConfigError
 
 
 @dataclass(frozen=True, order=True)
@@ -35,12 +35,18 @@ def partition_key(day: dt.date, tenant_key: str) -> str:
 
 def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:
     """Days from the earliest tenant start; they end with the latest tenant end, unless a tenant
-    has no end_date (its window grows by one day every day)."""
-    start = min((t.start_date for t in tenants), default=dt.date(2026, 1, 1))
-    open_ended = not tenants or any(t.end_date is None for t in tenants)
+    has no end_date (its window grows by one day every day). No tenant is a configuration error:
+    a partition set with no tenant would be a made-up one that nothing can load."""
+    if not tenants:
+        raise TenantConfigError(
+            "the tenants file lists no tenant: add one (organization_id, brand_id, source, "
+            "start_date) before the code location can define its partitions"
+        )
+    start = min(t.start_date for t in tenants)
+    open_ended = any(t.end_date is None for t in tenants)
     # DailyPartitionsDefinition's end_date is exclusive.
     end = None if open_ended else max(t.last_date() for t in tenants) + dt.timedelta(days=1)
-    keys = [t.key for t in tenants] or ["none.none"]
+    keys = [t.key for t in tenants]
     return MultiPartitionsDefinition(
         {
             "date": DailyPartitionsDefinition(
