@@ -1,4 +1,4 @@
-"""atlas-dagster: the operator's command line (init-db, demo-data, backfill, load, status)."""
+"""atlas-dagster: the operator's command line (init-db, backfill, load, status, report, …)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from clickhouse_connect.driver.exceptions import Error as ClickHouseError
 from dagster import DagsterInvariantViolationError
 
-from atlas_dagster.cli import backfill, demo, verify
+from atlas_dagster.cli import backfill, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     backfill.register(commands)
     demo.register(commands)
     verify.register(commands)
+    report.register(commands)
     add_status_command(commands)
     return root
 
