@@ -152,12 +152,16 @@ def report_schedule(tenants: Sequence[Tenant], job) -> ScheduleDefinition:
 
 def run_tenants(run: DagsterRun, tenants: Sequence[Tenant]) -> list[Tenant]:
     """The tenants a raw or gold run covered: its partition or its range's tenant ends."""
-    if not (run.asset_selection and LOAD_ASSET_KEYS & set(run.asset_selection)):
-        return []
     bounds = run_partition_bounds(run.tags)
     if bounds is None:
         return []
-    return tenants_in_range(list(tenants), *bounds)
+    if run.asset_selection:
+        loads = bool(LOAD_ASSET_KEYS & set(run.asset_selection))
+    else:
+        # A run of every asset of its job (no selection recorded): only raw and gold assets
+        # are partitioned by date|tenant.
+        loads = "|" in bounds[0]
+    return tenants_in_range(list(tenants), *bounds) if loads else []
 
 
 def _ended_runs(context: SensorEvaluationContext, after: float) -> list:
@@ -209,14 +213,14 @@ def after_loads_sensor(tenants: Sequence[Tenant], job) -> SensorDefinition:
     return client_progress_reports_after_loads
 
 
-def report_job(partitions: StaticPartitionsDefinition):
-    return define_asset_job(REPORT_JOB, selection=[REPORT_KEY], partitions_def=partitions)
+def report_job():
+    return define_asset_job(REPORT_JOB, selection=[REPORT_KEY])
 
 
 def report_definitions_parts(tenants: Sequence[Tenant]):
     """The asset, its job, the schedule and the sensor, for definitions.py."""
     partitions = tenant_partitions(list(tenants))
-    job = report_job(partitions)
+    job = report_job()
     return (
         report_asset(tenants, partitions),
         job,
