@@ -90,8 +90,9 @@ def _log_counts(clickhouse, tenant: Tenant) -> dict[str, dict]:
         rows = query_rows(
             client,
             "SELECT domain, countIf(status = 'completed') AS done, "
-            "countIf(status = 'failed' AND error_message LIKE 'ExportError: no Parquet%') AS nofile,"
-            " countIf(status = 'failed') AS failed, countIf(status = 'running') AS running, "
+            "countIf(status = 'failed' AND error_message LIKE 'ExportError: no Parquet%') "
+            "AS nofile, countIf(status = 'failed') AS failed, "
+            "countIf(status = 'running') AS running, "
             "sumIf(rows_loaded, status = 'completed') AS rows, "
             "minIf(partition_date, status = 'completed') AS first, "
             "maxIf(partition_date, status = 'completed') AS last "
@@ -261,7 +262,9 @@ def test_asset_schedule_and_sensor_on_a_real_instance(
         events = result.asset_materializations_for_node("client_progress_report")
         assert sorted(e.partition for e in events) == sorted(t.key for t in tenants)
         for event, tenant in zip(
-            sorted(events, key=lambda e: e.partition), sorted(tenants, key=lambda t: t.key)
+            sorted(events, key=lambda e: e.partition),
+            sorted(tenants, key=lambda t: t.key),
+            strict=True,
         ):
             counts = _log_counts(clickhouse, tenant)
             assert event.metadata["days_done"].value == sum(c["done"] for c in counts.values())
