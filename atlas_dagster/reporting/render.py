@@ -194,7 +194,7 @@ def calendar_svg(report: TenantReport) -> str:
     top = 26
     rows = [(d, cells, "domain") for d, cells in report.calendar.items()]
     rows.append(("gold", report.gold_calendar, "gold"))
-    width = LABEL_WIDTH + weeks * step + 4
+    width = LABEL_WIDTH + weeks * step + 24  # room for the last month's name
     height = top + block * len(rows)
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
@@ -226,7 +226,7 @@ def _month_marks(days: list[dt.date], offset: int, step: int) -> Iterable[str]:
         if day.day != 1 and i != 0:
             continue
         x = LABEL_WIDTH + ((offset + i) // 7) * step
-        if day.month == 1 or i == 0:
+        if day.month == 1 or (i == 0 and day.month <= 10):
             yield f"<text x='{x}' y='10' font-size='11' font-weight='600'>{day.year}</text>"
         yield f"<text x='{x}' y='22' font-size='10' fill='#555'>{day:%b}</text>"
 
@@ -251,6 +251,10 @@ STYLE = (
     "code{font-size:12.5px;background:#f6f8fa;padding:1px 4px;border-radius:4px;"
     "word-break:break-all}"
     ".ok{color:#2e7d4f}.bad{color:#c62828}.note{color:#57606a;font-size:13px}"
+    ".lead{font-size:17px;margin:10px 0}h3{font-size:15px;margin:20px 0 6px}"
+    "td.day,td.row,td.rows{white-space:nowrap}"
+    "#failures{font-size:13px}#failures td.file code{font-size:11.5px}"
+    "#failures td.value code{word-break:normal;white-space:nowrap}"
 )
 
 
@@ -322,33 +326,105 @@ def _domain_table(report: TenantReport) -> str:
 
 
 def _failure_row(f: ClientFailure) -> str:
-    where = f"<code>{_esc(f.file)}</code>" if f.file else "—"
-    detail = []
-    if f.first_row is not None:
-        detail.append(f"first at row {f.first_row:,} (counted from 0)")
-    if f.value is not None:
-        detail.append(f"value <code>{_esc(f.value)}</code>")
-    if f.rows is not None:
-        detail.append(f"{f.rows:,} row(s)")
+    cells = [
+        ("day", str(f.day)),
+        ("domain", _esc(f.domain)),
+        ("file", f"<code>{_esc(f.file)}</code>" if f.file else "—"),
+        ("column", _esc(f.column) or "—"),
+        ("row", f"{f.first_row:,}" if f.first_row is not None else "—"),
+        ("value", f"<code>{_esc(f.value)}</code>" if f.value is not None else "—"),
+        ("rows", f"{f.rows:,}" if f.rows is not None else "—"),
+        ("problem", _esc(f.problem)),
+    ]
     return (
-        f"<tr data-failure='{_esc(f.domain)}|{f.day}'><td>{f.day}</td><td>{_esc(f.domain)}</td>"
-        f"<td>{where}</td><td>{_esc(f.column) or '—'}</td>"
-        f"<td>{_esc(f.problem)}{'<br>' + ', '.join(detail) if detail else ''}</td>"
-        f"<td>{_esc(f.advice)}</td></tr>"
+        f"<tr data-failure='{_esc(f.domain)}|{f.day}'>"
+        + "".join(f"<td class='{name}'>{value}</td>" for name, value in cells)
+        + "</tr>"
+    )
+
+
+def _what_to_change(actionable: list[ClientFailure]) -> str:
+    """One line per kind of problem: how many days, in which domains, and the change to make."""
+    groups: dict[tuple[str, str], list[ClientFailure]] = {}
+    for failure in actionable:
+        groups.setdefault((failure.problem, failure.advice), []).append(failure)
+    rows = []
+    for (problem, advice), items in sorted(groups.items(), key=lambda g: -len(g[1])):
+        days = len({(f.domain, f.day) for f in items})
+        domains = ", ".join(sorted({f.domain for f in items}))
+        newest = max(f.day for f in items)
+        rows.append(
+            f"<tr><td>{_esc(problem)}</td><td class='n'>{days:,}</td><td>{_esc(domains)}</td>"
+            f"<td class='day'>{newest}</td><td><b>{_esc(advice)}</b></td></tr>"
+        )
+    return (
+        "<table id='advice'><tr><th>what is wrong</th><th>days</th><th>domains</th>"
+        f"<th>newest</th><th>what to change</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _ranges(days: list[dt.date]) -> list[tuple[dt.date, dt.date]]:
+    ranges: list[tuple[dt.date, dt.date]] = []
+    for day in sorted(days):
+        if ranges and ranges[-1][1] + dt.timedelta(days=1) == day:
+            ranges[-1] = (ranges[-1][0], day)
+        else:
+            ranges.append((day, day))
+    return ranges
+
+
+def _not_exported(failures: list[ClientFailure]) -> str:
+    if not failures:
+        return ""
+    by_domain: dict[str, list[dt.date]] = {}
+    for failure in failures:
+        by_domain.setdefault(failure.domain, []).append(failure.day)
+    items = []
+    for domain, days in sorted(by_domain.items()):
+        spans = ", ".join(
+            f"{a}" if a == b else f"{a} → {b} ({(b - a).days + 1} days)" for a, b in _ranges(days)
+        )
+        items.append(f"<li><b>{_esc(domain)}</b>: {_esc(spans)}</li>")
+    return (
+        "<h3>Days with no file in the export yet</h3><p class='note'>Each day goes to its own "
+        "folder: <code>&lt;domain&gt;/organization_id=…/brand_id=…/year=YYYY/month=MM/day=DD/"
+        f"</code>.</p><ul id='not-exported'>{''.join(items)}</ul>"
+    )
+
+
+def _ours(failures: list[ClientFailure]) -> str:
+    if not failures:
+        return ""
+    days = ", ".join(f"{f.day} {f.domain}" for f in failures[:20])
+    more = f" and {len(failures) - 20} more" if len(failures) > 20 else ""
+    return (
+        f"<h3>Retried by Atlas</h3><p class='note' id='ours'>{len(failures)} day(s) stopped on "
+        f"Atlas's side; nothing needs to change in your export: {_esc(days)}{more}.</p>"
     )
 
 
 def _failures(report: TenantReport) -> str:
-    if not report.failures:
-        return "<p class='ok' id='failures'>No failed day: nothing to fix in the export.</p>"
-    shown = report.failures[:FAILURES_SHOWN]
-    head = (
-        "<tr><th>day</th><th>domain</th><th>file (from your export's root)</th><th>column</th>"
-        "<th>what is wrong</th><th>what to change</th></tr>"
-    )
-    more = len(report.failures) - len(shown)
-    note = f"<p class='note'>… and {more} more, listed in progress.json.</p>" if more > 0 else ""
-    return f"<table id='failures'>{head}{''.join(_failure_row(f) for f in shown)}</table>{note}"
+    actionable = [f for f in report.failures if not f.ours and not f.not_exported]
+    not_exported = [f for f in report.failures if f.not_exported]
+    ours = [f for f in report.failures if f.ours]
+    if not actionable:
+        fixes = "<p class='ok' id='failures'>No day to fix in the export.</p>"
+    else:
+        shown = actionable[:FAILURES_SHOWN]
+        more = len(actionable) - len(shown)
+        note = f"<p class='note'>… and {more} more, listed in progress.json.</p>" if more else ""
+        head = (
+            "<tr><th>day</th><th>domain</th><th>file (from your export's root)</th>"
+            "<th>column</th><th>first bad row<br>(from 0)</th><th>its value</th>"
+            "<th>bad rows</th><th>what is wrong</th></tr>"
+        )
+        fixes = (
+            _what_to_change(actionable)
+            + "<h3>Each day, newest first</h3>"
+            + f"<table id='failures'>{head}{''.join(_failure_row(f) for f in shown)}</table>"
+            + note
+        )
+    return fixes + _not_exported(not_exported) + _ours(ours)
 
 
 def _gold(report: TenantReport) -> str:
@@ -364,6 +440,23 @@ def _gold(report: TenantReport) -> str:
         "<table id='gold'><tr><th>gold table</th><th>days computed</th>"
         f"<th>days loaded, waiting for gold</th></tr>{rows}</table>"
     )
+
+
+def _lead(report: TenantReport) -> str:
+    """The summary in one sentence, as a client would ask: how far, what to fix, how long."""
+    failed = sum(1 for f in report.failures if not f.ours and not f.not_exported)
+    fix_days = len(
+        {(f.domain, f.day) for f in report.failures if not f.ours and not f.not_exported}
+    )
+    no_file = sum(d.not_exported for d in report.domains)
+    parts = [f"Your history is {report.percent:.1f}% loaded."]
+    if failed:
+        parts.append(f"{fix_days:,} day(s) need a change in the export (below).")
+    if no_file:
+        parts.append(f"{no_file:,} day(s) have no file yet.")
+    if report.eta_seconds:
+        parts.append(f"Loading what is left takes about {duration(report.eta_seconds)}.")
+    return " ".join(parts)
 
 
 def as_html(report: TenantReport) -> str:
@@ -388,6 +481,7 @@ def as_html(report: TenantReport) -> str:
 <h1>Historical data load — {_esc(report.organization_id)} / {_esc(report.brand_id)}</h1>
 <p class="sub">Window {_day(report.first_day)} → {_day(report.last_day)} ({due}) ·
 report generated {report.generated_at:%Y-%m-%d %H:%M} UTC</p>
+<p class="lead" id="lead">{_esc(_lead(report))}</p>
 {_cards(report)}
 {_domain_table(report)}
 <p class="note">{_esc(basis)}</p>
