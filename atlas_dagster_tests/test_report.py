@@ -25,12 +25,13 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.reporting.advice import OUR_SIDE, diagnose
 from atlas_dagster.reporting.collect import collect_reports
-from atlas_dagster.reporting.publish import render_files, tenant_folder
+from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
 from atlas_dagster.resources.clickhouse import query_rows
 from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
 from atlas_dagster_tests.dagster_stack import write_tenants
+from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 TODAY = dt.datetime.now(dt.UTC).date()
 ALL = ("user", "casino", "transactions", "sportsbook")
@@ -55,7 +56,7 @@ def _no_files(tenant: Tenant, domain: str, day: dt.date) -> str:
     return f"ExportError: no Parquet files for the day at {folder}/"
 
 
-def _seed(clickhouse, tenant: Tenant, seed: int, secret_note: str = "") -> None:
+def _seed(clickhouse, tenant: Tenant, seed: int, *secret_notes: str) -> None:
     """A varied history: completed, failed on rows, no files, running and never-tried days."""
     rng = random.Random(seed)
     entries = []
@@ -79,8 +80,9 @@ def _seed(clickhouse, tenant: Tenant, seed: int, secret_note: str = "") -> None:
                 entries.append(log_entry(tenant, domain, day, "failed", error_message=message))
             elif draw < 0.87:
                 entries.append(log_entry(tenant, domain, day, "running"))
-            elif draw < 0.89 and secret_note:
-                entries.append(log_entry(tenant, domain, day, "failed", error_message=secret_note))
+            elif draw < 0.89 and secret_notes:
+                note = secret_notes[len(entries) % len(secret_notes)]
+                entries.append(log_entry(tenant, domain, day, "failed", error_message=note))
             day += dt.timedelta(days=1)
     insert_log_rows(clickhouse, entries)
 
@@ -195,8 +197,14 @@ def test_a_report_holds_only_its_tenant(clickhouse, make_tenant, monkeypatch, tm
         "the endpoint URL: http://minio.internal.example:9000/acme?list-type=2 with key "
         "AKIAREPORTKEY0001/s3cr3t-report-value via clickhouse://default:dsnpass@ch.internal:9000"
     )
-    _seed(clickhouse, ours, 2, secret_note=leaky)
-    _seed(clickhouse, other, 3, secret_note="EngineOpenError: other-secret at 10.1.2.3")
+    # A value of the client's own rows holding what must never be shown either.
+    day = ours.start_date
+    value = "AKIAREPORTKEY0001 http://minio.internal.example:9000/x s3cr3t-report-value"
+    violation = Violation(_file(ours, "casino", day, "p.parquet"), "currency", "is empty", 1, 0,
+                          value)  # fmt: skip
+    in_value = f"RowContractError: {describe(day, DOMAINS['casino'], [violation])}"
+    _seed(clickhouse, ours, 2, leaky, in_value)
+    _seed(clickhouse, other, 3, "EngineOpenError: other-secret at 10.1.2.3")
     reports = {r.brand_id: r for r in collect_reports(clickhouse, [ours, other])}
     text = "\n".join(t for _, t in render_files(reports["brand-a"]).values())
     assert f"{ours.organization_id}" in text and "brand-a" in text
@@ -214,8 +222,9 @@ def test_a_report_holds_only_its_tenant(clickhouse, make_tenant, monkeypatch, tm
         "10.1.2.3",
     ]
     assert [word for word in forbidden if word in text] == []
-    # The unreadable-location failure is still reported, in the client's words.
+    # Both are still reported, in the client's words.
     assert "Atlas still has read access" in text
+    assert "Column currency is empty." in text
     other_values = {f.value for f in reports["brand-b"].failures if f.value}
     our_values = {f.value for f in reports["brand-a"].failures if f.value}
     assert other_values - our_values, "the seeds must differ for this test to mean anything"
@@ -321,3 +330,39 @@ def test_report_cli_writes_the_three_files(clickhouse, make_tenant, tmp_path, mo
     assert {g["table"] for g in json.loads((out / "progress.json").read_text())["gold"]} == {
         t.name for t in GOLD_TABLES.values() if set(t.sources) & set(tenant.domains)
     }
+
+
+@pytest.mark.slow
+def test_report_lands_beside_the_clients_s3_export(
+    s3_server: S3Server,  # noqa: F811
+    clickhouse,
+    make_tenant,
+    monkeypatch,
+) -> None:
+    """`{source}/reports` on a real S3 server, written with the tenant's own endpoint and keys."""
+    monkeypatch.setenv("ATLAS_TEST_REPORT_KEY", s3_server.access_key_id)
+    monkeypatch.setenv("ATLAS_TEST_REPORT_SECRET", s3_server.secret_access_key)
+    local = make_tenant(("casino",), start=TODAY - dt.timedelta(days=12), end=TODAY)
+    bucket = f"atlas-report-{local.organization_id}"
+    tenant = s3_server.tenant(
+        local.organization_id,
+        f"s3://{bucket}/exports",
+        (local.start_date, local.end_date),
+        "ATLAS_TEST_REPORT_KEY",
+        "ATLAS_TEST_REPORT_SECRET",
+    )
+    s3_server.client().create_bucket(Bucket=bucket)
+    _seed(clickhouse, tenant, 8, f"ExportError: cannot list {s3_server.endpoint_url}")
+    [report] = collect_reports(clickhouse, [tenant])
+    published = publish(report, tenant, tenant_folder("{source}/reports", tenant))
+    assert published.html == f"s3://{bucket}/exports/reports/progress.html"
+    listed = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="exports/reports/")
+    assert sorted(o["Key"] for o in listed["Contents"]) == [
+        f"exports/reports/{name}" for name in ("progress.csv", "progress.html", "progress.json")
+    ]
+    body = s3_server.client().get_object(Bucket=bucket, Key="exports/reports/progress.html")
+    page = body["Body"].read().decode()
+    assert body["ContentType"].startswith("text/html")
+    assert f"{report.percent:.1f}%" in page
+    endpoint_host = s3_server.endpoint_url.split("://", 1)[1]
+    assert endpoint_host not in page and s3_server.secret_access_key not in page

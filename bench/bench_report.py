@@ -67,7 +67,7 @@ def one_round(clickhouse: ClickHouseResource, tenants: list[Tenant], out: Path, 
         timings["queries"] = time.perf_counter() - opened
     timings["engine_open"] = opened - began
     built = time.perf_counter()
-    reports = [build_report(t, rows, today, 1, clickhouse) for t in tenants]
+    reports = [build_report(t, rows, today, 1) for t in tenants]
     timings["build"] = time.perf_counter() - built
     written = time.perf_counter()
     sizes = []

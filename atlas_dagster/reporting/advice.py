@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Protocol
 
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.secrets import redact
@@ -68,10 +67,6 @@ OUR_SIDE = (
 )
 
 
-class Redactor(Protocol):
-    def redact(self, text: str, extra: tuple[str | None, ...] = ()) -> str: ...
-
-
 @dataclass(frozen=True)
 class ClientFailure:
     domain: str
@@ -91,22 +86,22 @@ class ClientFailure:
         return self.problem.startswith("No file")
 
 
-def _secrets(tenant: Tenant) -> tuple[str | None, ...]:
-    """The tenant's S3 keys as the environment holds them, and its endpoint, to be scrubbed."""
-    try:
-        keys = tenant.s3.credentials() or (None, None)
-    except ValueError:
-        keys = (None, None)
-    return (*keys, tenant.s3.endpoint_url)
+class Scrubber:
+    """Takes known secrets (the tenant's S3 keys as the environment holds them, its endpoint,
+    and any the caller knows, e.g. the DSN's password), URL passwords and any URL that is not the
+    tenant's own export out of a report's text; the export's own paths become relative."""
 
+    def __init__(self, tenant: Tenant, known: tuple[str | None, ...] = ()) -> None:
+        try:
+            keys = tenant.s3.credentials() or (None, None)
+        except ValueError:
+            keys = (None, None)
+        self._secrets = (*keys, tenant.s3.endpoint_url, *known)
+        self._source = tenant.source + "/"
 
-def scrub(text: str, tenant: Tenant, redactor: Redactor | None) -> str:
-    """Known secrets, then any URL that is not the tenant's own export, out of a report's text."""
-    text = redactor.redact(text, _secrets(tenant)) if redactor else redact(text, _secrets(tenant))
-    source = tenant.source + "/"
-    kept = text.replace(source, "\0")  # the export's own paths become relative below
-    kept = _URL_RE.sub("[address removed]", kept)
-    return kept.replace("\0", "")
+    def __call__(self, text: str) -> str:
+        text = redact(text, self._secrets).replace(self._source, "\0")
+        return _URL_RE.sub("[address removed]", text).replace("\0", "")
 
 
 def relative(path: str, tenant: Tenant) -> str:
@@ -246,14 +241,12 @@ def diagnose(tenant: Tenant, row: dict) -> list[ClientFailure]:
     return failures or [ClientFailure(**base, problem="Not loaded.", advice=OUR_SIDE, ours=True)]
 
 
-def client_failures(
-    tenant: Tenant, row: dict, redactor: Redactor | None = None
-) -> list[ClientFailure]:
+def client_failures(tenant: Tenant, row: dict, scrub: Scrubber) -> list[ClientFailure]:
     """diagnose, with every text field scrubbed of secrets, URLs and paths outside the export."""
     scrubbed = []
     for failure in diagnose(tenant, row):
         fields = {
-            name: scrub(value, tenant, redactor) if isinstance(value, str) else value
+            name: scrub(value) if isinstance(value, str) else value
             for name, value in vars(failure).items()
         }
         scrubbed.append(ClientFailure(**fields))

@@ -10,8 +10,13 @@ from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
-from atlas_dagster.reporting.advice import ClientFailure, client_failures
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
+from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
+from atlas_dagster.resources.clickhouse import (
+    ClickHouseResource,
+    dsn_password,
+    ensure_schema,
+    query_rows,
+)
 from atlas_dagster.settings import parallel_inserts
 from atlas_dagster.tenants import Tenant
 
@@ -241,19 +246,21 @@ def build_report(
     rows: FleetRows,
     today: dt.date,
     parallel: int,
-    redactor: ClickHouseResource | None = None,
+    known_secrets: tuple[str | None, ...] = (),
 ) -> TenantReport:
-    """One tenant's report from the fleet's rows: only its own key is ever looked up."""
+    """One tenant's report from the fleet's rows: only its own key is ever looked up.
+    `known_secrets` (the DSN's password) are scrubbed from its texts with the tenant's own."""
     key = (tenant.organization_id, tenant.brand_id)
     first, last = tenant.start_date, tenant.last_date(today)
     length = (last - first).days + 1
     yesterday = today - dt.timedelta(days=1)
     expected_last = min(last, yesterday) if first <= yesterday else None
     due = (expected_last - first).days + 1 if expected_last else 0
+    scrub = Scrubber(tenant, known_secrets)
     failures = [
         failure
         for row in rows.failures.get(key, [])
-        for failure in client_failures(tenant, row, redactor)
+        for failure in client_failures(tenant, row, scrub)
     ]
     report = TenantReport(
         tenant.organization_id,
@@ -310,4 +317,5 @@ def collect_reports(
         rows = read_fleet(client, tenants, today)
     # The embedded engine runs one INSERT at a time whatever the pool allows.
     parallel = 1 if clickhouse.is_embedded() else parallel_inserts()
-    return [build_report(t, rows, today, parallel, clickhouse) for t in tenants]
+    secrets = (dsn_password(clickhouse.resolved_dsn()),)
+    return [build_report(t, rows, today, parallel, secrets) for t in tenants]
