@@ -258,14 +258,19 @@ def test_asset_schedule_and_sensor_on_a_real_instance(
         _seed(clickhouse, tenant, 10 + i)
     monkeypatch.setenv("ATLAS_REPORTS_LOCATION", str(tmp_path / "reports"))
     report_asset, job, daily, after_loads = report_definitions_parts(tenants)
+    defs = Definitions(
+        assets=[report_asset],
+        jobs=[job],
+        schedules=[daily],
+        sensors=[after_loads],
+        resources={"clickhouse": clickhouse},
+    )
     with DagsterInstance.ephemeral() as instance:
-        # The schedule asks for one run over every tenant.
+        # The schedule asks for one run of its job over every tenant; the job runs it as a run
+        # worker would, from the request's tags.
         [request] = list(daily.evaluate_tick(build_schedule_context(instance)).run_requests)
-        result = materialize(
-            [report_asset],
-            instance=instance,
-            resources={"clickhouse": clickhouse},
-            tags=request.tags,
+        result = defs.resolve_job_def(request.job_name or job.name).execute_in_process(
+            instance=instance, tags=request.tags
         )
         assert result.success
         events = result.asset_materializations_for_node("client_progress_report")
@@ -289,13 +294,7 @@ def test_asset_schedule_and_sensor_on_a_real_instance(
             )
 
         # After a raw run of the second tenant ends, the sensor asks for its report alone.
-        repository = Definitions(
-            assets=[report_asset],
-            jobs=[job],
-            sensors=[after_loads],
-            resources={"clickhouse": clickhouse},
-        ).get_repository_def()
-        context = build_sensor_context(instance=instance, repository_def=repository)
+        context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
         assert after_loads(context) is not None  # the first tick starts its cursor
         probe = _raw_probe(partitions_for(tenants))
         day = TODAY - dt.timedelta(days=3)
