@@ -283,7 +283,7 @@ def _cards(report: TenantReport) -> str:
         ("percent", f"{report.percent:.1f}%", "of the days due are loaded"),
         ("days", f"{report.done_days:,} / {report.expected_days:,}", "days loaded (all domains)"),
         ("rows", f"{rows:,}", "events loaded"),
-        ("failed", f"{failed:,}", "days to fix in the export"),
+        ("failed", f"{failed:,}", "days failed (see below)"),
         ("not-exported", f"{not_exported:,}", "days with no file yet"),
         ("eta", duration(report.eta_seconds), "of loading left (estimate)"),
     ]
