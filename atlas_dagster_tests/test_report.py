@@ -26,7 +26,7 @@ from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.reporting.advice import OUR_SIDE, diagnose
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
-from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
 from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
@@ -35,6 +35,14 @@ from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fi
 
 TODAY = dt.datetime.now(dt.UTC).date()
 ALL = ("user", "casino", "transactions", "sportsbook")
+
+
+@pytest.fixture
+def clickhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseResource:
+    """A fresh embedded ClickHouse for each test, also what `atlas-dagster report` opens."""
+    dsn = f"chdb://{tmp_path / 'clickhouse'}"
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", dsn)
+    return ClickHouseResource(dsn=dsn)
 
 
 def _file(tenant: Tenant, domain: str, day: dt.date, name: str) -> str:

@@ -13,7 +13,7 @@ from playwright.sync_api import sync_playwright
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.resources.clickhouse import ensure_schema, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
@@ -31,6 +31,14 @@ BROKEN = [
     ("event_timestamp", "is outside the partition's UTC day", "2021-03-02 23:59:59.000000"),
     ("event_type", "is not an event type of this domain", "bonus"),
 ]
+
+
+@pytest.fixture
+def clickhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseResource:
+    """A fresh embedded ClickHouse for each test, also what `atlas-dagster report` opens."""
+    dsn = f"chdb://{tmp_path / 'clickhouse'}"
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", dsn)
+    return ClickHouseResource(dsn=dsn)
 
 
 def _seed(clickhouse, tenant: Tenant) -> None:
