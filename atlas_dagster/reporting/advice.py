@@ -80,10 +80,7 @@ class ClientFailure:
     rows: int | None = None  # rows breaking the rule in that file
     attempt: int = 1
     ours: bool = False  # a problem on Atlas's side, not the export's
-
-    @property
-    def not_exported(self) -> bool:
-        return self.problem.startswith("No file")
+    not_exported: bool = False  # no file for the day yet: to export, not to fix
 
 
 class Scrubber:
@@ -194,6 +191,7 @@ def _export_failure(text: str, base: dict, tenant: Tenant) -> ClientFailure | No
             problem="No file was found for the day.",
             advice=f"Export the day's Parquet files to {folder}/.",
             file=folder + "/",
+            not_exported=True,
         )
     if found := _NAME_RE.match(text):
         return ClientFailure(

@@ -29,6 +29,13 @@ STATE_NAMES = {
     MISSING: "missing",
     NOT_EXPORTED: "not exported yet",
 }
+# The states of sql/queries/report/days.sql as cells.
+LETTERS = {
+    "completed": COMPLETED,
+    "failed": FAILED,
+    "running": LOADING,
+    "not_exported": NOT_EXPORTED,
+}
 # Gold cells: every in-scope gold table replayed the day, some did, none did.
 GOLD_REPLAYED, GOLD_PARTIAL, GOLD_NONE = "G", "P", "-"
 GOLD_STATE_NAMES = {
@@ -152,8 +159,9 @@ def _throughput(client: Client, domain: str) -> Throughput | None:
 
 
 def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> FleetRows:
-    """Seven queries whatever the number of tenants: summary, calendar days, failures, one per
-    gold table, and the throughput per domain is read from all completed loads of the target."""
+    """At most 11 queries whatever the number of tenants: summary, calendar days and failures
+    (grouped by tenant and domain), one per gold table, and load_throughput.sql per domain (the
+    throughput measured on all completed loads of this target, as backfill --dry-run uses)."""
     parameters = _tenant_parameters(tenants, today - dt.timedelta(days=1))
     summary: dict[TenantKey, dict[str, dict]] = {}
     for row in query_rows(client, sql.query("report/summary"), parameters):
@@ -182,14 +190,6 @@ def _day_number(day: dt.date) -> int:
     return (day - EPOCH).days
 
 
-LETTERS = {
-    "completed": COMPLETED,
-    "failed": FAILED,
-    "running": LOADING,
-    "not_exported": NOT_EXPORTED,
-}
-
-
 def _cells(states: dict[str, list[int]], first: dt.date, length: int, due: int) -> str:
     """One letter per day of the window: days not due yet are NOT_EXPORTED, the others MISSING
     until the log says otherwise."""
@@ -212,6 +212,27 @@ def _eta(row: dict | None, remaining: int, throughput: Throughput | None) -> flo
         return None
     rows_per_day = float(row["source_rows"]) / float(row["days_done"])
     return remaining * rows_per_day / throughput.rows_per_second
+
+
+def _domain_summary(
+    domain: str, cells: str, due: int, row: dict | None, throughput: Throughput | None
+) -> DomainSummary:
+    """Day counts from the calendar's cells (the first `due` are the days due); rows and the
+    first and last loaded day from summary.sql's row."""
+    done = cells.count(COMPLETED)
+    loaded = row is not None and bool(row["days_done"])
+    return DomainSummary(
+        domain=domain,
+        expected_days=due,
+        done=done,
+        failed=cells.count(FAILED),
+        loading=cells.count(LOADING),
+        not_exported=cells[:due].count(NOT_EXPORTED),
+        rows=int(row["rows_loaded"]) if row else 0,
+        first_day=row["first_done"] if loaded else None,
+        last_day=row["last_done"] if loaded else None,
+        eta_seconds=_eta(row, max(0, due - done), throughput),
+    )
 
 
 def _gold_tables(tenant: Tenant) -> list[GoldTable]:
@@ -276,23 +297,8 @@ def build_report(
     for domain in tenant.domains:
         cells = _cells(rows.days.get(key, {}).get(domain, {}), first, length, due)
         report.calendar[domain] = cells
-        row = summary.get(domain)
-        done, failed, loading = (cells.count(x) for x in (COMPLETED, FAILED, LOADING))
-        not_exported = sum(1 for i in range(due) if cells[i] == NOT_EXPORTED)
-        remaining = max(0, due - done)
         report.domains.append(
-            DomainSummary(
-                domain=domain,
-                expected_days=due,
-                done=done,
-                failed=failed,
-                loading=loading,
-                not_exported=not_exported,
-                rows=int(row["rows_loaded"]) if row else 0,
-                first_day=row["first_done"] if row and row["days_done"] else None,
-                last_day=row["last_done"] if row and row["days_done"] else None,
-                eta_seconds=_eta(row, remaining, rows.throughput.get(domain)),
-            )
+            _domain_summary(domain, cells, due, summary.get(domain), rows.throughput.get(domain))
         )
     report.gold_calendar, report.gold = _gold(tenant, rows, report.calendar, first, length)
     measured = [t for d in tenant.domains if (t := rows.throughput.get(d)) is not None]
