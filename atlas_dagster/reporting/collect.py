@@ -124,11 +124,11 @@ class TenantReport:
 
     @property
     def eta_seconds(self) -> float | None:
-        """All domains' loading time left, spread over the parallel INSERTs of this target."""
+        """All domains' loading time left (each already spread over the parallel INSERTs)."""
         etas = [d.eta_seconds for d in self.domains]
         if any(e is None for e in etas):
             return None
-        return sum(e for e in etas if e is not None) / max(1, self.parallel)
+        return sum(e for e in etas if e is not None)
 
 
 @dataclass(frozen=True)
@@ -204,18 +204,26 @@ def _cells(states: dict[str, list[int]], first: dt.date, length: int, due: int) 
     return "".join(cells)
 
 
-def _eta(row: dict | None, remaining: int, throughput: Throughput | None) -> float | None:
-    """Days left × this tenant-domain's mean rows per completed day, at the measured rate."""
+def _eta(
+    row: dict | None, remaining: int, throughput: Throughput | None, parallel: int
+) -> float | None:
+    """Days left × this tenant-domain's mean rows per completed day, at the measured rate, over
+    the INSERTs this target runs at once."""
     if remaining == 0:
         return 0.0
     if row is None or not row["days_done"] or throughput is None:
         return None
     rows_per_day = float(row["source_rows"]) / float(row["days_done"])
-    return remaining * rows_per_day / throughput.rows_per_second
+    return remaining * rows_per_day / throughput.rows_per_second / max(1, parallel)
 
 
 def _domain_summary(
-    domain: str, cells: str, due: int, row: dict | None, throughput: Throughput | None
+    domain: str,
+    cells: str,
+    due: int,
+    row: dict | None,
+    throughput: Throughput | None,
+    parallel: int,
 ) -> DomainSummary:
     """Day counts from the calendar's cells (the first `due` are the days due); rows and the
     first and last loaded day from summary.sql's row."""
@@ -231,7 +239,7 @@ def _domain_summary(
         rows=int(row["rows_loaded"]) if row else 0,
         first_day=row["first_done"] if loaded else None,
         last_day=row["last_done"] if loaded else None,
-        eta_seconds=_eta(row, max(0, due - done), throughput),
+        eta_seconds=_eta(row, max(0, due - done), throughput, parallel),
     )
 
 
@@ -298,7 +306,9 @@ def build_report(
         cells = _cells(rows.days.get(key, {}).get(domain, {}), first, length, due)
         report.calendar[domain] = cells
         report.domains.append(
-            _domain_summary(domain, cells, due, summary.get(domain), rows.throughput.get(domain))
+            _domain_summary(
+                domain, cells, due, summary.get(domain), rows.throughput.get(domain), parallel
+            )
         )
     report.gold_calendar, report.gold = _gold(tenant, rows, report.calendar, first, length)
     measured = [t for d in tenant.domains if (t := rows.throughput.get(d)) is not None]
