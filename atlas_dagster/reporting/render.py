@@ -461,9 +461,11 @@ def _lead(report: TenantReport) -> str:
 
 def as_html(report: TenantReport) -> str:
     rate = report.throughput
+    # The rate is the target's, measured over every client's loads: how many days it was
+    # measured on would tell this client the size of the others' histories, so it is not shown.
     basis = (
         f"Estimates assume loading continues at the {rate.rows_per_second:,.0f} events per "
-        f"second measured over {rate.measured_days:,} loaded days."
+        "second measured on our system."
         if rate
         else "Estimates appear once the first days are loaded."
     )
