@@ -1,4 +1,4 @@
-"""atlas-dagster: the operator's command line (init-db, backfill, load, check-export, verify, …)."""
+"""atlas-dagster: the operator's command line (backfill, load, check-export, status, report, …)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from clickhouse_connect.driver.exceptions import Error as ClickHouseError
 from dagster import DagsterInvariantViolationError
 
-from atlas_dagster.cli import backfill, check_export, demo, verify
+from atlas_dagster.cli import backfill, check_export, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     check_export.register(commands)
     demo.register(commands)
     verify.register(commands)
+    report.register(commands)
     add_status_command(commands)
     return root
 
