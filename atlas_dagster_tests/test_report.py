@@ -27,7 +27,7 @@ from atlas_dagster.reporting.advice import OUR_SIDE, diagnose
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
 from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
-from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster.tenants import S3Settings, Tenant, load_tenants
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
 from atlas_dagster_tests.dagster_stack import write_tenants
@@ -380,3 +380,46 @@ def test_report_lands_beside_the_clients_s3_export(
     assert f"{report.percent:.1f}%" in page
     endpoint_host = s3_server.endpoint_url.split("://", 1)[1]
     assert endpoint_host not in page and s3_server.secret_access_key not in page
+
+
+def test_days_with_no_events_and_a_domains_own_dates(clickhouse, tmp_path: Path) -> None:
+    """A complete export's empty day is done, and its gold has nothing to wait for; a domain
+    launched later owes nothing before its start."""
+    first = TODAY - dt.timedelta(days=10)
+    launch = first + dt.timedelta(days=4)
+    path = write_tenants(
+        tmp_path / "tenants.yaml",
+        [
+            {
+                "organization_id": "late",
+                "brand_id": "main",
+                "source": f"file://{tmp_path / 'exports'}",
+                "start_date": first.isoformat(),
+                "end_date": (TODAY - dt.timedelta(days=1)).isoformat(),
+                "domains": ["transactions", {"name": "sportsbook", "start_date": launch}],
+            }
+        ],
+    )
+    [tenant] = load_tenants(path)
+    entries = [
+        log_entry(tenant, "transactions", first + dt.timedelta(days=i), "completed",
+                  rows_loaded=0 if i == 2 else 10, source_rows=0 if i == 2 else 10)
+        for i in range(10)
+    ] + [
+        log_entry(tenant, "sportsbook", launch + dt.timedelta(days=i), "completed",
+                  rows_loaded=5, source_rows=5)
+        for i in range(6)
+    ]  # fmt: skip
+    insert_log_rows(clickhouse, entries)
+    [report] = collect_reports(clickhouse, [tenant])
+    assert report.calendar["transactions"] == "CCECCCCCCC"
+    assert report.calendar["sportsbook"] == "OOOOCCCCCC"
+    summaries = {s.domain: s for s in report.domains}
+    assert (summaries["transactions"].expected_days, summaries["transactions"].done) == (10, 10)
+    assert (summaries["sportsbook"].expected_days, summaries["sportsbook"].done) == (6, 6)
+    assert summaries["sportsbook"].missing == 0
+    # gold_transactions_daily reads transactions only: the empty day is not waiting for a
+    # replay, while the days with rows are (nothing replayed them in this test).
+    gold = {g.table: g for g in report.gold}
+    assert gold["gold_transactions_daily"].days_replayed == 1
+    assert gold["gold_transactions_daily"].days_waiting == 9

@@ -22,8 +22,14 @@ from atlas_dagster.tenants import Tenant
 
 # One calendar cell's state, as a letter (the JSON/CSV spell them out, see STATE_NAMES).
 COMPLETED, FAILED, LOADING, MISSING, NOT_EXPORTED = "C", "F", "L", "M", "N"
+# A completed day with no events (a complete export without the day's folder), and a day outside
+# a domain's own dates (a sportsbook launched after the casino): neither is owed anything.
+EMPTY, OUTSIDE = "E", "O"
+DONE = (COMPLETED, EMPTY)
 STATE_NAMES = {
     COMPLETED: "completed",
+    EMPTY: "no events",
+    OUTSIDE: "outside the domain's dates",
     FAILED: "failed",
     LOADING: "loading",
     MISSING: "missing",
@@ -32,6 +38,7 @@ STATE_NAMES = {
 # The states of sql/queries/report/days.sql as cells.
 LETTERS = {
     "completed": COMPLETED,
+    "empty": EMPTY,
     "failed": FAILED,
     "running": LOADING,
     "not_exported": NOT_EXPORTED,
@@ -204,6 +211,15 @@ def _cells(states: dict[str, list[int]], first: dt.date, length: int, due: int) 
     return "".join(cells)
 
 
+def _outside_dates(cells: str, tenant: Tenant, domain: str, first: dt.date) -> str:
+    """The cells before the domain's own start or after its own end marked OUTSIDE."""
+    own_first, own_last = tenant.window(domain)
+    return "".join(
+        OUTSIDE if not own_first <= first + dt.timedelta(days=i) <= own_last else cell
+        for i, cell in enumerate(cells)
+    )
+
+
 def _eta(
     row: dict | None, remaining: int, throughput: Throughput | None, parallel: int
 ) -> float | None:
@@ -227,11 +243,11 @@ def _domain_summary(
 ) -> DomainSummary:
     """Day counts from the calendar's cells (the first `due` are the days due); rows and the
     first and last loaded day from summary.sql's row."""
-    done = cells.count(COMPLETED)
+    done = sum(cells.count(state) for state in DONE)
     loaded = row is not None and bool(row["days_done"])
     return DomainSummary(
         domain=domain,
-        expected_days=due,
+        expected_days=due - cells[:due].count(OUTSIDE),
         done=done,
         failed=cells.count(FAILED),
         loading=cells.count(LOADING),
@@ -260,7 +276,10 @@ def _gold(
     summaries = []
     for table, days in zip(tables, replayed, strict=True):
         sources = [calendar[d] for d in table.sources if d in calendar]
-        complete = {i for i in range(length) if sources and all(s[i] == COMPLETED for s in sources)}
+        complete = {i for i in range(length) if sources and all(s[i] in DONE for s in sources)}
+        # A day whose sources had no event has nothing to aggregate: its replay writes no row,
+        # and it counts as replayed once its raw days are done.
+        days |= {i for i in complete if all(s[i] in (EMPTY, OUTSIDE) for s in sources)}
         summaries.append(GoldSummary(table.name, len(days), len(complete - days)))
     cells = []
     for i in range(length):
@@ -304,6 +323,7 @@ def build_report(
     summary = rows.summary.get(key, {})
     for domain in tenant.domains:
         cells = _cells(rows.days.get(key, {}).get(domain, {}), first, length, due)
+        cells = _outside_dates(cells, tenant, domain, first)
         report.calendar[domain] = cells
         report.domains.append(
             _domain_summary(

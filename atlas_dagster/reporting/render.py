@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from atlas_dagster.reporting.advice import ClientFailure
 from atlas_dagster.reporting.collect import (
     COMPLETED,
+    EMPTY,
     FAILED,
     GOLD_NONE,
     GOLD_PARTIAL,
@@ -20,6 +21,7 @@ from atlas_dagster.reporting.collect import (
     LOADING,
     MISSING,
     NOT_EXPORTED,
+    OUTSIDE,
     STATE_NAMES,
     TenantReport,
 )
@@ -32,12 +34,22 @@ COLOURS = {
     LOADING: "#3b82f6",
     MISSING: "#c9ced6",
     NOT_EXPORTED: "#f1f2f4",
+    EMPTY: "#a7dcbc",
+    OUTSIDE: "#ffffff",
     "G": "#d9a21b",
     "P": "#f1d58a",
     "-": "#e6e8eb",
 }
 GOLD_CLASS = {GOLD_REPLAYED: "G", GOLD_PARTIAL: "P", GOLD_NONE: "g0"}
-STATE_CLASS = {COMPLETED: "C", FAILED: "F", LOADING: "L", MISSING: "M", NOT_EXPORTED: "N"}
+STATE_CLASS = {
+    COMPLETED: "C",
+    EMPTY: "E",
+    FAILED: "F",
+    LOADING: "L",
+    MISSING: "M",
+    NOT_EXPORTED: "N",
+    OUTSIDE: "O",
+}
 # Cell size bounds: 3 years are ~157 week columns, which fit 1,200 px at 7 px a cell.
 CALENDAR_WIDTH = 1180
 CELL_MIN, CELL_MAX = 5, 14
@@ -169,9 +181,9 @@ def _gold_as_states(cells: str) -> str:
 def _chunk_char(chunk: str) -> str:
     if FAILED in chunk:
         return "×"
-    if set(chunk) <= {NOT_EXPORTED}:
+    if set(chunk) <= {NOT_EXPORTED, OUTSIDE}:
         return " "
-    if set(chunk) <= {COMPLETED}:
+    if set(chunk) <= {COMPLETED, EMPTY, OUTSIDE}:
         return "█"
     return "▒" if COMPLETED in chunk or LOADING in chunk else "·"
 
