@@ -12,8 +12,9 @@ Part 2 (cost): one casino day of --rows rows in --files files, written in each w
 it (the contract's µs + DECIMAL(18,4); pandas' ns + double; Spark's INT96 + DECIMAL(38,4);
 BigQuery's NUMERIC (38,9)), loaded --repeat times by the pipeline's INSERT (`load_day`, its
 insert_seconds: guards and the Null table + bridge view included) and by a bare INSERT ... SELECT
-from file() into the raw table with the engine's defaults, each in its own process on a fresh
-engine, alternating which goes first (bench/protocol.py); medians printed side by side.
+from file() into the raw table, with the engine's defaults ("bare") and with the pipeline's own
+INSERT settings ("bare*", as bench_load), each in its own process on a fresh engine, alternating
+whether the pipeline goes first (bench/protocol.py); medians printed side by side.
 
     .venv/bin/python -m bench.bench_writers [--rows 1000000] [--files 4] [--repeat 3]
                                             [--skip-outcomes] [--skip-cost]
@@ -31,7 +32,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench.bench_load import BARE_COLUMNS, BARE_SELECT
+from bench.bench_load import (
+    BARE_COLUMNS,
+    BARE_ENGINE_SETTINGS,
+    BARE_SELECT,
+    pipeline_settings_sql,
+)
 from bench.protocol import DEFAULT_REPEAT, json_worker, median_run, settle, sides_in_order
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +46,7 @@ RESULTS = REPO_ROOT / "bench-results"
 ATLAS = Path(sys.executable).parent / "atlas-dagster"
 COST_DAY = dt.date(2026, 9, 7)
 # The ways a casino day's types are written (timestamp unit or INT96, the money type).
+SIDES = ("pipeline", "bare", "bare*")
 COST_FORMATS = (
     "contract-us-decimal18",
     "pandas-ns-double",
@@ -170,8 +177,8 @@ def worker_pipeline(form: str, dsn: str) -> None:
     print(json.dumps({"rows": loaded.rows_loaded, "insert_seconds": loaded.insert_seconds}))
 
 
-def worker_bare(folder: str, dsn: str) -> None:
-    """A bare INSERT ... SELECT from file() into the raw table, the engine's defaults."""
+def worker_bare(folder: str, dsn: str, settings: str) -> None:
+    """A bare INSERT ... SELECT from file() into the raw table with the given settings."""
     import clickhouse_connect
 
     from atlas_dagster.resources.clickhouse import apply_schema
@@ -181,7 +188,7 @@ def worker_bare(folder: str, dsn: str) -> None:
     started = time.monotonic()
     client.command(
         f"INSERT INTO atlas.tbt_raw_events_casino ({BARE_COLUMNS}) SELECT {BARE_SELECT} "
-        f"FROM file('{folder}/*.parquet', 'Parquet') SETTINGS use_hive_partitioning = 0"
+        f"FROM file('{folder}/*.parquet', 'Parquet') SETTINGS {settings}"
     )
     seconds = time.monotonic() - started
     rows = int(client.command("SELECT count() FROM atlas.tbt_raw_events_casino"))
@@ -189,31 +196,36 @@ def worker_bare(folder: str, dsn: str) -> None:
 
 
 def _side(side: str, form: str, folder: str, attempt: int) -> dict:
-    engine = WORK / "cost" / form / f"{side}-{attempt}"
+    engine = WORK / "cost" / form / f"{side.strip('*')}{'-star' * side.endswith('*')}-{attempt}"
     shutil.rmtree(engine, ignore_errors=True)
     dsn = f"chdb://{engine}"
-    argument = form if side == "pipeline" else folder
-    return json_worker("bench.bench_writers", [f"_{side}", argument, dsn], REPO_ROOT, timeout=900)
+    if side == "pipeline":
+        arguments = ["_pipeline", form, dsn]
+    else:
+        settings = pipeline_settings_sql() if side == "bare*" else BARE_ENGINE_SETTINGS
+        arguments = ["_bare", folder, dsn, settings]
+    return json_worker("bench.bench_writers", arguments, REPO_ROOT, timeout=900)
 
 
 def measure_cost(form: str, args: argparse.Namespace) -> dict:
+    """The three sides, --repeat times each, alternating whether the pipeline goes first."""
     folder = write_cost_day(form, args.rows, args.files)
-    runs: dict[str, list[dict]] = {"pipeline": [], "bare": []}
+    runs: dict[str, list[dict]] = {side: [] for side in SIDES}
     for attempt in range(args.repeat):
-        for side in sides_in_order(attempt, "pipeline", "bare"):
+        pipeline_first = sides_in_order(attempt, "pipeline", "bare")[0] == "pipeline"
+        order = SIDES if pipeline_first else (*SIDES[1:], SIDES[0])
+        for side in order:
             settle(args.settle)
             runs[side].append(_side(side, form, folder, attempt))
-    pipeline = median_run(runs["pipeline"], "insert_seconds")
-    bare = median_run(runs["bare"], "insert_seconds")
-    return {
-        "form": form,
-        "rows": pipeline["rows"],
-        "bare_rows": bare["rows"],
-        "pipeline_seconds": pipeline["insert_seconds"],
-        "bare_seconds": bare["insert_seconds"],
-        "pipeline_runs": [r["insert_seconds"] for r in runs["pipeline"]],
-        "bare_runs": [r["insert_seconds"] for r in runs["bare"]],
-    }
+    row: dict = {"form": form}
+    for side, side_runs in runs.items():
+        median = median_run(side_runs, "insert_seconds")
+        row[side] = {
+            "rows": median["rows"],
+            "seconds": median["insert_seconds"],
+            "runs": [r["insert_seconds"] for r in side_runs],
+        }
+    return row
 
 
 def _print_outcomes(report: dict) -> None:
@@ -229,16 +241,16 @@ def _print_outcomes(report: dict) -> None:
 
 
 def _print_cost(report: dict, args: argparse.Namespace) -> None:
-    print(f"\n{args.rows:,} casino rows in {args.files} files, INSERT seconds, medians:")
-    print(f"{'written as':24}  {'pipeline':>8}  {'bare':>6}  {'ratio':>5}  runs (pipeline | bare)")
+    print(f"\n{args.rows:,} casino rows in {args.files} files, INSERT seconds, medians")
+    print("(bare: the engine's defaults; bare*: the pipeline's INSERT settings, no guards or view)")
+    print(f"{'written as':24}  {'pipeline':>8}  {'bare':>6}  {'bare*':>6}  runs per side")
     for form in COST_FORMATS:
         row = measure_cost(form, args)
         report["cost"].append(row)
-        ratio = row["bare_seconds"] / row["pipeline_seconds"]
-        runs = " | ".join(
-            " ".join(f"{s:.2f}" for s in row[side]) for side in ("pipeline_runs", "bare_runs")
-        )
-        figures = f"{row['pipeline_seconds']:8.2f}  {row['bare_seconds']:6.2f}  {ratio:5.2f}"
+        assert len({row[side]["rows"] for side in SIDES}) == 1, row  # every side loaded it all
+        widths = {"pipeline": 8, "bare": 6, "bare*": 6}
+        figures = "  ".join(f"{row[side]['seconds']:{widths[side]}.2f}" for side in SIDES)
+        runs = " | ".join(" ".join(f"{s:.2f}" for s in row[side]["runs"]) for side in SIDES)
         print(f"{form:24}  {figures}  {runs}")
 
 
