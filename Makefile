@@ -24,6 +24,11 @@ BENCH_FLEET_BACKFILL_ARGS ?=
 # make bench BENCH=verify: verify of one tenant x 3 years (bench/bench_verify.py; e.g.
 # BENCH_VERIFY_ARGS="--cli sqlite,postgres" to time the CLI end to end too).
 BENCH_VERIFY_ARGS ?=
+# make bench BENCH=report: every client's progress report, 100 tenants x 3 years (bench/bench_report.py).
+BENCH_REPORT_ARGS ?=
+# make bench BENCH=writers: each real writer's export through `atlas-dagster load`, and each tool's
+# types' INSERT cost beside the bare engine (bench/bench_writers.py).
+BENCH_WRITERS_ARGS ?=
 
 .PHONY: install system-deps demo dev test test-fast lint bench clean
 
@@ -73,6 +78,8 @@ bench: install
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet $(BENCH_FLEET_ARGS))
 	$(if $(filter fleet,$(BENCH)),$(BIN)/python -m bench.bench_fleet_backfill $(BENCH_FLEET_BACKFILL_ARGS))
 	$(if $(filter verify,$(BENCH)),$(BIN)/python -m bench.bench_verify $(BENCH_VERIFY_ARGS))
+	$(if $(filter report,$(BENCH)),$(BIN)/python -m bench.bench_report $(BENCH_REPORT_ARGS))
+	$(if $(filter writers,$(BENCH)),$(BIN)/python -m bench.bench_writers $(BENCH_WRITERS_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home

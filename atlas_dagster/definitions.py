@@ -9,6 +9,7 @@ from dagster import Definitions, EnvVar, MultiPartitionsDefinition, in_process_e
 
 from atlas_dagster.assets.gold import gold_assets, verify_gold_job
 from atlas_dagster.assets.raw import raw_assets
+from atlas_dagster.assets.report import report_definitions_parts
 from atlas_dagster.monitoring.sensors import backfill_log_sensors
 from atlas_dagster.orchestration.automation import gold_automation_sensor
 from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
@@ -54,6 +55,13 @@ def orchestration_definitions() -> Definitions:
     )
 
 
+def report_definitions(tenants: Sequence[Tenant]) -> Definitions:
+    """Each client's progress report: the asset, its job, the daily schedule, the after-loads
+    sensor."""
+    asset, job, daily, after_loads = report_definitions_parts(tenants)
+    return Definitions(assets=[asset], jobs=[job], schedules=[daily], sensors=[after_loads])
+
+
 def monitoring_definitions() -> Definitions:
     return Definitions(sensors=backfill_log_sensors())
 
@@ -68,6 +76,7 @@ def build_definitions() -> Definitions:
         gold_definitions(tenants, partitions, embedded),
         orchestration_definitions(),
         monitoring_definitions(),
+        report_definitions(tenants),
         Definitions(resources={"clickhouse": clickhouse}),
     )
 

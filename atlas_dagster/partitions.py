@@ -13,7 +13,7 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
-from atlas_dagster.tenants import Tenant
+from atlas_dagster.tenants import Tenant, TenantConfigError
 
 
 @dataclass(frozen=True, order=True)
@@ -35,20 +35,49 @@ def partition_key(day: dt.date, tenant_key: str) -> str:
 
 def partitions_for(tenants: list[Tenant]) -> MultiPartitionsDefinition:
     """Days from the earliest tenant start; they end with the latest tenant end, unless a tenant
-    has no end_date (its window grows by one day every day)."""
-    start = min((t.start_date for t in tenants), default=dt.date(2026, 1, 1))
-    open_ended = not tenants or any(t.end_date is None for t in tenants)
+    has no end_date (its window grows by one day every day). No tenant is a configuration error:
+    a partition set with no tenant would be a made-up one that nothing can load."""
+    _require_tenants(tenants)
+    start = min(t.start_date for t in tenants)
+    open_ended = any(t.end_date is None for t in tenants)
     # DailyPartitionsDefinition's end_date is exclusive.
     end = None if open_ended else max(t.last_date() for t in tenants) + dt.timedelta(days=1)
-    keys = [t.key for t in tenants] or ["none.none"]
     return MultiPartitionsDefinition(
         {
             "date": DailyPartitionsDefinition(
                 start_date=start.isoformat(), end_date=end.isoformat() if end else None
             ),
-            "tenant": StaticPartitionsDefinition(keys),
+            "tenant": tenant_partitions(tenants),
         }
     )
+
+
+def tenant_partitions(tenants: list[Tenant]) -> StaticPartitionsDefinition:
+    """The tenant dimension, in tenants-file order: also the partitions of per-tenant assets."""
+    _require_tenants(tenants)
+    return StaticPartitionsDefinition([t.key for t in tenants])
+
+
+def _require_tenants(tenants: list[Tenant]) -> None:
+    if not tenants:
+        raise TenantConfigError(
+            "the tenants file lists no tenant: add one (organization_id, brand_id, source, "
+            "start_date) before the code location can define its partitions"
+        )
+
+
+def tenants_in_range(tenants: list[Tenant], first_key: str, last_key: str) -> list[Tenant]:
+    """The tenants from one tenant key to another in the tenant dimension's order (a range of
+    `date|tenant` keys or of tenant keys: each end's tenant part)."""
+    keys = [t.key for t in tenants]
+    first, last = _tenant_part(first_key), _tenant_part(last_key)
+    if first not in keys or last not in keys:
+        return []
+    return tenants[keys.index(first) : keys.index(last) + 1]
+
+
+def _tenant_part(key: str) -> str:
+    return split_key(key)[1] if "|" in key else key
 
 
 def split_key(partition_key: MultiPartitionKey | str) -> tuple[dt.date, str]:

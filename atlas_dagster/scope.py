@@ -11,6 +11,8 @@ from atlas_dagster.tenants import Tenant
 def in_scope(
     tenant: Tenant, domains: Iterable[str], day: dt.date, today: dt.date | None = None
 ) -> bool:
-    """A raw asset has one domain; a gold asset is in scope when any of its sources is."""
-    lists_one = any(domain in tenant.domains for domain in domains)
-    return lists_one and tenant.start_date <= day <= tenant.last_date(today)
+    """A raw asset has one domain; a gold asset is in scope when any of its sources is (each
+    in its own window: a domain launched later has no days before its start)."""
+    return any(
+        domain in tenant.domains and tenant.covers(day, domain, today) for domain in domains
+    )

@@ -255,3 +255,26 @@ def liability_lookback_days() -> int:
         3660,
         "a lookback of bets opened within that many days",
     )
+
+
+# The client progress reports (atlas_dagster/reporting/): where they go and how often.
+DEFAULT_REPORT_CRON = "0 6 * * *"
+CRON_FIELD_RE = re.compile(r"^[0-9*/,-]+$")
+
+
+def report_cron() -> str:
+    """ATLAS_REPORT_CRON: when every tenant's report is refreshed (default daily at 06:00 UTC)."""
+    cron = os.environ.get("ATLAS_REPORT_CRON", "").strip() or DEFAULT_REPORT_CRON
+    fields = cron.split()
+    if len(fields) != 5 or not all(CRON_FIELD_RE.fullmatch(f) for f in fields):
+        raise SettingsError(
+            f"ATLAS_REPORT_CRON={cron!r} is not a five-field cron schedule (e.g. '0 6 * * *')"
+        )
+    return cron
+
+
+def reports_location() -> str:
+    """ATLAS_REPORTS_LOCATION: a folder, an s3://bucket/prefix, or a template with {source}
+    (the tenant's export source, e.g. '{source}/reports'); default $ATLAS_HOME/.atlas/reports."""
+    location = os.environ.get("ATLAS_REPORTS_LOCATION", "").strip()
+    return location.rstrip("/") or (atlas_home() / ".atlas" / "reports").as_posix()

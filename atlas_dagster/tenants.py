@@ -51,6 +51,16 @@ class S3Settings:
 
 
 @dataclass(frozen=True)
+class DomainWindow:
+    """A domain's own dates inside its tenant's window (a sportsbook launched a year after the
+    casino has no days before its launch), and whether its export is declared complete."""
+
+    start_date: dt.date | None = None  # None: the tenant's
+    end_date: dt.date | None = None  # None: the tenant's
+    export_complete: bool | None = None  # None: the tenant's setting
+
+
+@dataclass(frozen=True)
 class Tenant:
     organization_id: str
     brand_id: str
@@ -59,6 +69,12 @@ class Tenant:
     end_date: dt.date | None
     domains: tuple[str, ...]
     s3: S3Settings = field(default_factory=S3Settings)
+    # Per-domain windows and completeness, in tenants-file order; a domain not named here
+    # follows the tenant. A tuple of pairs, so that the tenant stays hashable.
+    domain_windows: tuple[tuple[str, DomainWindow], ...] = ()
+    # Declares every domain's export complete (as a `_SUCCESS` file at {source}/{domain}/ does):
+    # a day without files is then a day with no events, not a day not exported yet.
+    export_complete: bool = False
 
     @property
     def key(self) -> str:
@@ -72,8 +88,26 @@ class Tenant:
         yesterday = (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=1)
         return self.end_date if self.end_date else yesterday
 
-    def covers(self, day: dt.date) -> bool:
-        return self.start_date <= day <= self.last_date()
+    def covers(self, day: dt.date, domain: str | None = None, today: dt.date | None = None) -> bool:
+        """The day is in the tenant's window, and in `domain`'s own window when one is named."""
+        first, last = self.window(domain, today)
+        return first <= day <= last
+
+    def _domain_window(self, domain: str | None) -> DomainWindow:
+        return dict(self.domain_windows).get(domain or "", DomainWindow())
+
+    def window(
+        self, domain: str | None = None, today: dt.date | None = None
+    ) -> tuple[dt.date, dt.date]:
+        """(first, last) day of the tenant, or of one of its domains."""
+        own = self._domain_window(domain)
+        last = self.last_date(today)
+        return own.start_date or self.start_date, min(own.end_date or last, last)
+
+    def declares_complete(self, domain: str) -> bool:
+        """The tenants file says the domain's export is complete (no `_SUCCESS` needed)."""
+        own = self._domain_window(domain).export_complete
+        return self.export_complete if own is None else own
 
 
 def _parse_date(raw: object, where: str, name: str) -> dt.date:
@@ -178,26 +212,64 @@ def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
                 f"{value!r} must match {TENANT_ID_RE.pattern}"
             )
     where = f"tenant {entry['organization_id']}.{entry['brand_id']}"
-    domains = entry.get("domains") or list(DOMAINS)
-    for domain in domains:
-        try:
-            get_domain(str(domain))
-        except ValueError as exc:
-            raise TenantConfigError(f"{where}: domains: {exc}") from exc
     start = _parse_date(entry.get("start_date"), where, "start_date")
     end = _parse_date(entry["end_date"], where, "end_date") if entry.get("end_date") else None
     if end and end < start:
         raise TenantConfigError(f"{where}: end_date {end} is before start_date {start}")
-    s3 = _parse_s3(entry.get("s3"), where)
+    windows = [_parse_domain(d, where, start, end) for d in entry.get("domains") or list(DOMAINS)]
+    names = [name for name, _ in windows]
+    if len(set(names)) != len(names):
+        raise TenantConfigError(f"{where}: domains lists a domain twice: {names}")
     return Tenant(
         organization_id=entry["organization_id"],
         brand_id=entry["brand_id"],
         source=_parse_source(entry.get("source"), where, base_dir),
         start_date=start,
         end_date=end,
-        domains=tuple(str(d) for d in domains),
-        s3=s3,
+        domains=tuple(names),
+        s3=_parse_s3(entry.get("s3"), where),
+        domain_windows=tuple((n, w) for n, w in windows if w != DomainWindow()),
+        export_complete=_parse_flag(entry.get("export_complete"), where, "export_complete")
+        or False,
     )
+
+
+DOMAIN_FIELDS = ("name", "start_date", "end_date", "export_complete")
+
+
+def _parse_flag(raw: object, where: str, name: str) -> bool | None:
+    if raw is None or isinstance(raw, bool):
+        return raw
+    raise TenantConfigError(f"{where}: {name} must be true or false, not {raw!r}")
+
+
+def _parse_domain(
+    raw: object, where: str, start: dt.date, end: dt.date | None
+) -> tuple[str, DomainWindow]:
+    """A domains entry: a name, or a mapping {name, start_date, end_date, export_complete}
+    whose dates lie inside the tenant's window."""
+    fields = raw if isinstance(raw, dict) else {"name": raw}
+    unknown = set(fields) - set(DOMAIN_FIELDS)
+    if unknown:
+        raise TenantConfigError(f"{where}: domains: unknown settings {sorted(unknown)}")
+    name = str(fields.get("name"))
+    try:
+        get_domain(name)
+    except ValueError as exc:
+        raise TenantConfigError(f"{where}: domains: {exc}") from exc
+    at = f"{where}: domain {name}"
+    own_start, own_end = (
+        _parse_date(fields[name], at, name) if fields.get(name) else None
+        for name in ("start_date", "end_date")
+    )
+    if own_start and own_start < start:
+        raise TenantConfigError(f"{at}: start_date {own_start} is before the tenant's {start}")
+    if own_end and end and own_end > end:
+        raise TenantConfigError(f"{at}: end_date {own_end} is after the tenant's {end}")
+    if own_end and own_end < (own_start or start):
+        raise TenantConfigError(f"{at}: end_date {own_end} is before its start_date")
+    complete = _parse_flag(fields.get("export_complete"), at, "export_complete")
+    return name, DomainWindow(own_start, own_end, complete)
 
 
 def load_tenants(path: Path) -> list[Tenant]:

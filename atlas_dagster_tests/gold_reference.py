@@ -7,10 +7,9 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from atlas_dagster.exports.layout import day_folder
+from atlas_dagster.exports.layout import day_folders, is_data_file
 from atlas_dagster.tenants import Tenant
 
 ZERO = Decimal("0")
@@ -21,21 +20,39 @@ def events(tenant: Tenant, domain: str, days: list[dt.date]) -> list[dict]:
     """The days' export rows as the bridge normalizes them, each event_id once."""
     by_id: dict[tuple[dt.date, str], dict] = {}
     for day in days:
-        folder = Path(day_folder(tenant, domain, day)[len("file://") :])
-        files = sorted(folder.glob("*.parquet"))
-        if not files:
-            continue
-        for row in pa.concat_tables([pq.read_table(f) for f in files]).to_pylist():
-            row["event_type"] = row["event_type"].strip().lower()
-            if row.get("currency") is not None:
-                row["currency"] = row["currency"].upper()
-            row["day"] = row["event_timestamp"].astimezone(dt.UTC).date()
-            by_id[(row["day"], row["event_id"])] = row
+        # Every form of the day's folder (padded or not), every data file (any name but the
+        # writers' hidden bookkeeping), each read with its own schema.
+        files = sorted(
+            f
+            for folder in day_folders(tenant, domain, day)
+            if (path := Path(folder[len("file://") :])).is_dir()
+            for f in path.iterdir()
+            if is_data_file(f.name)
+        )
+        for f in files:
+            for row in pq.read_table(f).to_pylist():
+                _normalize(row, by_id)
     return list(by_id.values())
 
 
-def _money(value: Decimal | None) -> Decimal:
-    return ZERO if value is None else Decimal(value)
+def _normalize(row: dict, by_id: dict[tuple[dt.date, str], dict]) -> None:
+    """One export row as the bridge stores it, keyed by its day and event_id."""
+    row.update({k: v.decode() for k, v in row.items() if isinstance(v, bytes)})  # binary strings
+    row["event_type"] = row["event_type"].strip().lower()
+    if row.get("currency") is not None:
+        row["currency"] = row["currency"].upper()
+    stamp = row["event_timestamp"]
+    row["event_timestamp"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)  # none: UTC
+    row["day"] = row["event_timestamp"].astimezone(dt.UTC).date()
+    by_id[(row["day"], row["event_id"])] = row
+
+
+def _money(value: Decimal | float | None) -> Decimal:
+    if value is None:
+        return ZERO
+    if isinstance(value, float):  # the contract: a double is its shortest decimal, to 4 places
+        return Decimal(repr(round(value, 4))).quantize(Decimal("0.0001"))
+    return Decimal(value)
 
 
 def ggr(tenant: Tenant, day: dt.date) -> dict[tuple[str, str], dict]:

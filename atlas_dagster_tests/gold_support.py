@@ -12,7 +12,7 @@ from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.loading.inbound import load_day
-from atlas_dagster.partitions import partitions_for
+from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 
@@ -71,3 +71,25 @@ def materialize_raw(
         resources={"clickhouse": clickhouse},
     )
     assert result.success
+
+
+def materialize_range(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domains: list[str],
+    instance: DagsterInstance,
+    first: dt.date,
+    last: dt.date,
+):
+    """One ranged run of the tenant's days of `domains`, as `atlas-dagster load` launches it."""
+    return materialize(
+        raw_assets([tenant], partitions_for([tenant])),
+        selection=[DOMAINS[d].raw_table for d in domains],
+        instance=instance,
+        resources={"clickhouse": clickhouse},
+        tags={
+            "dagster/asset_partition_range_start": partition_key(first, tenant.key),
+            "dagster/asset_partition_range_end": partition_key(last, tenant.key),
+        },
+        raise_on_error=False,
+    )

@@ -70,8 +70,9 @@ def test_a_server_dsn_is_an_env_var_and_makes_gold_server_shaped(
 def test_each_area_is_merged_into_the_code_location(deployment: Path) -> None:
     defs = build_definitions()
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"tbt_raw_events_casino", "gold_ggr_daily"} <= keys
+    assert {"tbt_raw_events_casino", "gold_ggr_daily", "client_progress_report"} <= keys
     sensors = {s.name for s in defs.sensors or []}
-    assert {"release_held_backfill_runs"} < sensors and len(sensors) >= 3
+    assert {"release_held_backfill_runs", "client_progress_reports_after_loads"} < sensors
+    assert {s.name for s in defs.schedules or []} == {"client_progress_reports_daily"}
     assert defs.resolve_job_def("verify_gold")
     assert defs.executor is not None and defs.executor.name == "in_process"

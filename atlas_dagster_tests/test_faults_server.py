@@ -183,6 +183,7 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
 
 
+@pytest.mark.postgres
 def test_on_a_postgres_instance_the_day_is_an_advisory_lock_its_killed_holder_frees(
     tmp_path: Path, postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,7 +47,9 @@ def _days(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp(f"fleet-{request.param}")
     entries = [

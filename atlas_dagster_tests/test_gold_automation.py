@@ -148,7 +148,8 @@ def test_the_code_location_runs_the_gold_sensor_by_default() -> None:
         assert graph.get(AssetKey(name)).automation_condition is not None
 
 
-def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
+def test_liability_window_follows_the_lookback_setting(monkeypatch, make_tenant) -> None:
+    tenant = make_tenant()
     monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", "7")
     assert liability_lookback_days() == 7
     for bad in ("0", "-3", "ninety", "1.5"):
@@ -160,7 +161,7 @@ def test_liability_window_follows_the_lookback_setting(monkeypatch) -> None:
     # The window is the automation's (not a Dagster partition mapping): it follows the setting.
     [liability] = [
         a
-        for a in gold_assets([], partitions_for([]), lookback_days=7, embedded=True)
+        for a in gold_assets([tenant], partitions_for([tenant]), lookback_days=7, embedded=True)
         if a.key == AssetKey("gold_sportsbook_liability_daily")
     ]
     condition = liability.automation_conditions_by_key[liability.key]

@@ -13,6 +13,7 @@ from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportError, day_folder
 from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day
+from atlas_dagster.resources.clickhouse import ensure_schema
 from atlas_dagster.validation.schema import ValidationError
 from atlas_dagster_tests.conftest import log_row, scalar
 
@@ -239,6 +240,8 @@ def test_reload_clears_backfilled_rows_only(clickhouse, make_tenant) -> None:
     tenant = make_tenant(("casino",))
     rows = _rows(tenant, n=40)
     write_day(tenant, "casino", DAY, rows, files=1)
+    with clickhouse.session() as client:
+        ensure_schema(client)  # the realtime row comes first, whatever ran before this test
     scalar(
         clickhouse,
         "INSERT INTO atlas.tbt_raw_events_casino (organization_id, brand_id, event_date, "

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import AssetKey, DagsterEventType, instance_for_test, materialize
+from dagster import AssetKey, DagsterEventType, instance_for_test
 
-from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.checks.raw import day_outcomes
 from atlas_dagster.checks.results import to_evaluation
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import day_folder
-from atlas_dagster.partitions import partitions_for
 from atlas_dagster_tests.conftest import log_row, scalar
+from atlas_dagster_tests.gold_support import materialize_range
 
 FIRST, LAST = dt.date(2026, 11, 2), dt.date(2026, 11, 5)
 RELOADED, BROKEN = dt.date(2026, 11, 4), dt.date(2026, 11, 3)
@@ -47,17 +46,7 @@ def _final_count(clickhouse, tenant, domain: str, day: dt.date) -> int:
 
 
 def _materialize_range(clickhouse, tenant, instance, first: dt.date, last: dt.date):
-    return materialize(
-        raw_assets([tenant], partitions_for([tenant])),
-        selection=[f"tbt_raw_events_{d}" for d in DOMAINS],
-        instance=instance,
-        resources={"clickhouse": clickhouse},
-        tags={
-            "dagster/asset_partition_range_start": f"{first}|{tenant.key}",
-            "dagster/asset_partition_range_end": f"{last}|{tenant.key}",
-        },
-        raise_on_error=False,
-    )
+    return materialize_range(clickhouse, tenant, list(DOMAINS), instance, first, last)
 
 
 def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> None:

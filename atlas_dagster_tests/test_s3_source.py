@@ -141,3 +141,44 @@ def test_wrong_secret_in_clickhouse_s3_fails_and_is_not_logged(
     fault = classify(raised.value)  # a wrong secret is never retried (loading/faults.py)
     assert not fault.transient and "S3_ERROR" in fault.cause, fault
     assert _loaded(fresh_clickhouse, tenant)[0] == 0
+
+
+def test_a_spark_layout_on_s3_lists_in_one_walk_and_loads(
+    s3_server: S3Server,  # noqa: F811
+    fresh_clickhouse,
+    monkeypatch,
+) -> None:
+    """Spark's partitionBy folders (day=2), a day in both forms (their union), hidden sidecars,
+    and a `_SUCCESS` that makes a day without a folder one with no events."""
+    tenant, _ = _setup(s3_server, monkeypatch, n=10)
+    client = s3_server.client()
+    bucket, root = layout.split_s3_uri(layout.tenant_root(tenant, "casino"))
+    generate, _ = GENERATORS["casino"]
+    days = [dt.date(2026, 11, d) for d in (1, 2, 3)]
+    expected = {}
+    for day in days[1:]:
+        table = arrow_table("casino", generate(random.Random(f"spark-{day}"), tenant, day, 20))
+        halves = {"a": table.slice(0, 15), "b": table.slice(15)}
+        for name, part in halves.items():
+            padded = name == "a" and day == days[-1]  # the last day in both forms
+            folder = f"month=11/day=0{day.day}" if padded else f"month=11/day={day.day}"
+            body = io.BytesIO()
+            pq.write_table(part, body)
+            key = f"{root}/year=2026/{folder}/part-0000{name}-c000.snappy.parquet"
+            client.put_object(Bucket=bucket, Key=key, Body=body.getvalue())
+            crc = key.replace("/part-", "/.part-") + ".crc"
+            client.put_object(Bucket=bucket, Key=crc, Body=b"x")
+        expected[day] = len(table)
+    expected[days[0]] = 0  # no folder: a day with no events once the domain committed
+    prefix = layout.split_s3_uri(tenant.source)[1]
+    client.put_object(Bucket=bucket, Key=f"{prefix}/casino/_SUCCESS", Body=b"")
+    calls = []
+    source = layout.ExportSource(tenant)
+    source._client.meta.events.register(
+        "before-call.s3.ListObjectsV2", lambda **kwargs: calls.append(kwargs)
+    )
+    listed = source.list_window("casino", days)
+    assert {day: export.num_rows for day, export in listed.items()} == expected
+    assert len(calls) == 1  # one walk for the window, both forms included
+    for day in days:
+        assert load_day(fresh_clickhouse, tenant, CASINO, day, "spark").rows_loaded == expected[day]

@@ -59,3 +59,10 @@ def test_refuses_relative_file_uri_and_unknown_scheme(tmp_path: Path) -> None:
         )
         with pytest.raises(TenantConfigError, match="source"):
             load_tenants(path)
+
+
+def test_no_tenant_is_a_clear_error_not_a_made_up_partition() -> None:
+    from atlas_dagster.partitions import partitions_for
+
+    with pytest.raises(TenantConfigError, match="lists no tenant"):
+        partitions_for([])

@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster.domains import Domain
-from atlas_dagster.exports.layout import FOLDER_DAY_SQL, DayExport, ExportSource
+from atlas_dagster.exports.layout import (
+    FOLDER_DAY_SQL,
+    DayExport,
+    ExportError,
+    ExportSource,
+    tenant_root,
+)
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, diagnosis_source
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
@@ -42,15 +48,28 @@ def window_states(
     days: list[dt.date],
 ) -> dict[dt.date, ExportState]:
     """Every day's ExportState, read in bulk."""
+    try:
+        listed = ExportSource(tenant).list_window(domain.name, days)
+    except Exception as exc:  # the check reports the export's problem instead of raising it
+        error = clickhouse.redact(f"{type(exc).__name__}: {exc}", tenant.s3.credentials() or ())
+        return {day: ExportState(0, None, error) for day in days}
+    return listed_states(client, clickhouse, tenant, domain, listed)
+
+
+def listed_states(
+    client: Client,
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    listed: dict[dt.date, DayExport | ExportError],
+) -> dict[dt.date, ExportState]:
+    """The ExportState of days already listed (ExportSource.list_window): footers validated
+    once, then the row rules inside ClickHouse, one query per chunk of days."""
     secrets = tenant.s3.credentials() or ()
 
     def failed(exc: Exception) -> str:
         return clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
 
-    try:
-        listed = ExportSource(tenant).list_window(domain.name, days)
-    except Exception as exc:  # the check reports the export's problem instead of raising it
-        return {day: ExportState(0, None, failed(exc)) for day in days}
     states: dict[dt.date, ExportState] = {}
     exports: dict[dt.date, DayExport] = {}
     for day, listing in listed.items():
@@ -131,13 +150,16 @@ def _row_errors(
     errors = {}
     for day in days:
         try:
-            if found is None:
+            if found is None and exports[day].files:
                 prepared = PreparedDay(tenant, domain, day, exports[day], schema, secrets)
                 violations = diagnose_rows(client, prepared, cluster)
             else:
-                violations = found.get(day, [])
+                violations = (found or {}).get(day, [])
         except Exception as exc:
-            errors[day] = clickhouse.redact(f"{type(exc).__name__}: {exc}", secrets)
+            uris = [f.uri for f in exports[day].files]
+            unreadable = rows.unreadable_value(exc, day, domain, uris)
+            error = unreadable if unreadable is not None else exc
+            errors[day] = clickhouse.redact(f"{type(error).__name__}: {error}", secrets)
             continue
         if violations:
             errors[day] = rows.describe(day, domain, violations)
@@ -155,15 +177,15 @@ def _window_violations(
     """diagnose_rows over many days' files in one query: the export laid out as one folder (the
     tenant-domain's) whose file names are day/file paths, each row held to the UTC day of the
     folder its file sits in."""
-    first = next(iter(exports.values()))
-    root = first.day_uri.rsplit("/", 3)[0]  # above year=/month=/day=
+    root = tenant_root(tenant, domain.name)  # above year=/month=/day=
     files, by_path = [], {}
     for day, export in exports.items():
-        relative = export.day_uri[len(root) + 1 :]
         for export_file in export.files:
-            name = f"{relative}/{export_file.name}"
+            name = export_file.uri[len(root) + 1 :]  # year=…/month=…/day=…/file
             files.append(replace(export_file, name=name))
             by_path[name] = (day, export_file.uri)
+    if not files:  # only days with no events (a complete export): no row to read
+        return {}
     window = DayExport(root, tuple(files))
     function, parameters = diagnosis_source(tenant, window, domain, schema, cluster)
     tenant_ids = (tenant.organization_id, tenant.brand_id)

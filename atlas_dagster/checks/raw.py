@@ -146,16 +146,17 @@ def window_outcomes(
             row.pop("partition_date"): row
             for row in query_rows(client, sql.query("log_rows_window"), parameters)
         }
-        counts = query_rows(
-            client, sql.query("count_days", raw_table=domain.raw_table), parameters
-        )
+        counts = query_rows(client, sql.query("count_days", raw_table=domain.raw_table), parameters)
         events = {row["partition_date"]: int(row["events"]) for row in counts}
         states = window_states(client, clickhouse, tenant, domain, days)
     for day in days:
         state = states[day]
         log_row = log_rows.get(day, {})
-        yield day, [
-            log_completed(log_row),
-            rows_reconcile(log_row, events.get(day, 0), state.rows),
-            schema_conformance(state.error, state.files),
-        ]
+        yield (
+            day,
+            [
+                log_completed(log_row),
+                rows_reconcile(log_row, events.get(day, 0), state.rows),
+                schema_conformance(state.error, state.files),
+            ],
+        )

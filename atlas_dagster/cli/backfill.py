@@ -12,6 +12,8 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
+from atlas_dagster.domains import Domain
+from atlas_dagster.exports.layout import DayExport
 from atlas_dagster.orchestration.backfill_plan import (
     BackfillPlan,
     DaySize,
@@ -27,6 +29,7 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.waits import BoundedWait
 from atlas_dagster.settings import backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
+from atlas_dagster.validation.schema import column_readings
 
 WAIT_POLL_SECONDS = 2.0
 MIN_POLL_TIMEOUT_SECONDS = 1.0
@@ -98,6 +101,8 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         volume = _human_bytes(export.bytes) if export else "-"
         rows = str(export.num_rows) if export else "-"
         note = size.error or ("" if planned.reason in ("all", "missing") else planned.reason)
+        if export is not None and not export.files:
+            note = note or "no events (the export is complete)"
         print(
             f"{order:>5}  {planned.partition_date}  {planned.domain.name:12}  {files:>5}  "
             f"{volume:>9}  {rows:>10}  {note}"
@@ -105,6 +110,9 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
     total_rows = sum(s.export.num_rows for s in sizes if s.export)
     total_bytes = sum(s.export.bytes for s in sizes if s.export)
     print(f"total: {total_rows} rows, {_human_bytes(total_bytes)}")
+    refused = sum(1 for s in sizes if s.error)
+    print(f"refused before any INSERT (listing and footers): {refused} tenant-day(s)")
+    print_readings([(s.planned.domain, s.export) for s in sizes if s.export])
     if estimate is None:
         print("estimated duration: unknown until a first day has loaded on this target")
     else:
@@ -114,6 +122,23 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
             f"{estimate.measured_days} completed day(s)), "
             f"{estimate.parallel} INSERT(s) at once after the ramp-up"
         )
+
+
+def print_readings(exports: list[tuple[Domain, DayExport]]) -> None:
+    """How the load reads each tool-specific column type, per domain: one line per way of
+    writing, with how many files write it so and the first of them."""
+    ways: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for domain, export in exports:
+        for export_file in export.files:
+            readings = column_readings(export_file, domain)
+            ways.setdefault((domain.name, readings), []).append(export_file.uri)
+    if not ways:
+        return
+    print("types as read (per domain, by the way its files are written):")
+    for (domain_name, readings), uris in sorted(ways.items()):
+        what = "; ".join(readings) or "the contract's plain types"
+        print(f"  {domain_name}: {len(uris)} file(s), e.g. {uris[0]}")
+        print(f"    {what}")
 
 
 def print_fleet_plan(plan: FleetPlan) -> None:

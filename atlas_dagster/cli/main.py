@@ -1,4 +1,4 @@
-"""atlas-dagster: the operator's command line (init-db, demo-data, backfill, load, status)."""
+"""atlas-dagster: the operator's command line (backfill, load, check-export, status, report, …)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from clickhouse_connect.driver.exceptions import Error as ClickHouseError
 from dagster import DagsterInvariantViolationError
 
-from atlas_dagster.cli import backfill, demo, verify
+from atlas_dagster.cli import backfill, check_export, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
@@ -45,8 +45,10 @@ def parser() -> argparse.ArgumentParser:
     demo_data.add_argument("--tenant", help="tenant key org.brand (default: the first tenant)")
     demo_data.set_defaults(run=_demo_data)
     backfill.register(commands)
+    check_export.register(commands)
     demo.register(commands)
     verify.register(commands)
+    report.register(commands)
     add_status_command(commands)
     register_pause(commands)
     return root

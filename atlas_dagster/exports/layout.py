@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import os
@@ -17,8 +18,16 @@ from dagster_aws.s3 import S3Resource
 
 from atlas_dagster.tenants import Tenant
 
-# File names reach a ClickHouse glob: refuse anything that could widen it.
-FILE_NAME_RE = re.compile(r"^[A-Za-z0-9._=-]+\.parquet$")
+# File names reach a ClickHouse glob: refuse anything that could widen it. Any extension: Spark,
+# DuckDB and the warehouses' unloads name their files differently, some with none.
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9._=-]+$")
+# Hadoop's hidden-file rule, which Spark, Hive and Trino read by too: names starting with '_' or
+# '.' are the writer's bookkeeping (_SUCCESS, _committed_*, .part-*.crc), never data. Every other
+# file in a day folder is data and must be Parquet.
+HIDDEN_PREFIXES = ("_", ".")
+# What Spark, Hadoop, Databricks and Glue write where a job committed: at {source}/{domain}/ it
+# declares that domain's export complete, so a day without a folder is a day with no events.
+SUCCESS_MARKER = "_SUCCESS"
 # Footer reads of a window (list_window) at once: each is one or two ranged GETs on S3, so
 # threads overlap their latency; bounded so a window never opens more connections than this.
 FOOTER_THREADS = 8
@@ -51,19 +60,41 @@ class DayExport:
         return sum(f.num_rows for f in self.files)
 
 
-def day_folder(tenant: Tenant, domain: str, day: dt.date) -> str:
+def tenant_root(tenant: Tenant, domain: str) -> str:
+    """The folder above a tenant-domain's year=/month=/day= folders."""
     return (
         f"{tenant.source}/{domain}/organization_id={tenant.organization_id}"
-        f"/brand_id={tenant.brand_id}/year={day:%Y}/month={day:%m}/day={day:%d}"
+        f"/brand_id={tenant.brand_id}"
+    )
+
+
+def day_folder(tenant: Tenant, domain: str, day: dt.date) -> str:
+    """The day's folder in the contract's zero-padded form."""
+    return f"{tenant_root(tenant, domain)}/year={day:%Y}/month={day:%m}/day={day:%d}"
+
+
+def day_folders(tenant: Tenant, domain: str, day: dt.date) -> tuple[str, ...]:
+    """Every folder the day may sit in: month= and day= with or without zero padding (Spark's
+    partitionBy on integer columns writes month=9/day=7); the padded form first."""
+    root = tenant_root(tenant, domain)
+    months = dict.fromkeys((f"{day:%m}", str(day.month)))
+    days = dict.fromkeys((f"{day:%d}", str(day.day)))
+    return tuple(
+        f"{root}/year={day:%Y}/month={month}/day={d}" for month in months for d in days
     )
 
 
 # SQL: the day of the folder a file sits in (`_path` of a table function reading the layout),
-# for queries that read many days' files at once.
+# for queries that read many days' files at once; month= and day= padded or not.
 FOLDER_DAY_SQL = (
-    "toDate(replaceRegexpOne(_path, "
-    "'^.*/year=([0-9]+)/month=([0-9]+)/day=([0-9]+)/[^/]+$', '\\\\1-\\\\2-\\\\3'))"
+    "makeDate(toUInt16(extract(_path, '/year=([0-9]+)/month=[0-9]+/day=[0-9]+/[^/]+$')), "
+    "toUInt8(extract(_path, '/month=([0-9]+)/day=[0-9]+/[^/]+$')), "
+    "toUInt8(extract(_path, '/day=([0-9]+)/[^/]+$')))"
 )
+
+
+def is_data_file(name: str) -> bool:
+    return not name.startswith(HIDDEN_PREFIXES)
 
 
 def s3_resource(tenant: Tenant) -> S3Resource:
@@ -121,16 +152,29 @@ class ExportSource:
     def __init__(self, tenant: Tenant) -> None:
         self.tenant = tenant
         self._client = s3_resource(tenant).get_client() if tenant.is_s3 else None
+        self._complete: dict[str, bool] = {}
+
+    def complete(self, domain: str) -> bool:
+        """The domain's export is complete: the tenants file says so, or the job that wrote it
+        committed a `_SUCCESS` at {source}/{domain}/. Read once per source and domain."""
+        if domain not in self._complete:
+            self._complete[domain] = self.tenant.declares_complete(domain) or self._exists(
+                f"{self.tenant.source}/{domain}/{SUCCESS_MARKER}"
+            )
+        return self._complete[domain]
 
     def list_day(self, domain: str, day: dt.date) -> DayExport:
-        folder = day_folder(self.tenant, domain, day)
+        """The day's files, from every form of its folder (padded or not); the union when
+        several exist. No file: an empty day in a complete export, else an ExportError."""
+        folders = day_folders(self.tenant, domain, day)
         try:
-            entries = self._list_s3(folder) if self._client else self._list_local(folder)
-        except ExportError:
-            raise
+            entries = {
+                folder: self._list_s3(folder) if self._client else self._list_local(folder)
+                for folder in folders
+            }
         except Exception as exc:  # access denied, unknown bucket, network
-            raise ExportError(f"cannot list {folder}: {type(exc).__name__}: {exc}") from exc
-        return self._day_export(folder, entries)
+            raise ExportError(f"cannot list {folders[0]}: {type(exc).__name__}: {exc}") from exc
+        return self._day_export(domain, day, entries)
 
     def list_window(
         self, domain: str, days: list[dt.date], threads: int = FOOTER_THREADS
@@ -139,33 +183,62 @@ class ExportSource:
         key range instead of one per day), then the footers on a bounded pool of threads. Each
         day gets what list_day gives it, its DayExport or its ExportError; if the one pass
         fails, the days are listed one by one so that each names its own folder."""
-        folders = {day_folder(self.tenant, domain, day): day for day in days}
+        folders = {f: day for day in days for f in day_folders(self.tenant, domain, day)}
         try:
             by_folder = self._list_window_s3(folders) if self._client else None
         except Exception:  # each day then reports its own listing error
             by_folder = None
+        with contextlib.suppress(ExportError):  # read once here, not by each thread; if it
+            self.complete(domain)  # fails, each day without files reports why
 
-        def one(folder: str) -> DayExport | ExportError:
+        def one(day: dt.date) -> DayExport | ExportError:
             try:
                 if by_folder is None:
-                    return self.list_day(domain, folders[folder])
-                return self._day_export(folder, by_folder.get(folder, []))
+                    return self.list_day(domain, day)
+                own = day_folders(self.tenant, domain, day)
+                return self._day_export(domain, day, {f: by_folder.get(f, []) for f in own})
             except ExportError as exc:
                 return exc
 
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            return dict(zip(folders.values(), pool.map(one, folders), strict=True))
+            return dict(zip(days, pool.map(one, days), strict=True))
 
-    def _day_export(self, folder: str, entries: list[tuple[str, int]]) -> DayExport:
-        if not entries:
-            raise ExportError(f"no Parquet files for the day at {folder}/")
+    def _day_export(
+        self, domain: str, day: dt.date, entries: dict[str, list[tuple[str, int]]]
+    ) -> DayExport:
+        """The day's data files from its folders' listings (every form of the folder)."""
+        found = {folder: listed for folder, listed in entries.items() if listed}
+        if not found:
+            padded = day_folder(self.tenant, domain, day)
+            if self.complete(domain):
+                return DayExport(padded, ())  # a day with no events
+            raise ExportError(
+                f"no Parquet files for the day at {padded}/ (nor unpadded): not exported yet; "
+                f"a day without events needs the export declared complete ({SUCCESS_MARKER} at "
+                f"{self.tenant.source}/{domain}/, or export_complete in the tenants file)"
+            )
+        # Several folders of one day (month=09/day=07 and month=9/day=7): read from their
+        # common parent, each file named by its path below it.
+        common = os.path.commonprefix([f"{folder}/" for folder in found])
+        base = common[:-1] if len(found) == 1 else os.path.dirname(common)
+        seen: dict[str, str] = {}
         files = []
-        for name, size in sorted(entries):
-            if not FILE_NAME_RE.fullmatch(name):
-                raise ExportError(f"{folder}/{name}: file name has characters that are not allowed")
-            uri = f"{folder}/{name}"
-            files.append(ExportFile(uri, name, size, *self._footer(uri, size)))
-        return DayExport(folder, tuple(files))
+        for folder, listed in found.items():
+            for name, size in sorted(listed):
+                if not FILE_NAME_RE.fullmatch(name):
+                    raise ExportError(
+                        f"{folder}/{name}: file name has characters that are not allowed"
+                    )
+                if name in seen:
+                    raise ExportError(
+                        f"{folder}/{name}: the same file is also in {seen[name]}/; the day's "
+                        "padded and unpadded folders must not both hold it"
+                    )
+                seen[name] = folder
+                uri = f"{folder}/{name}"
+                relative = uri[len(base) + 1 :]
+                files.append(ExportFile(uri, relative, size, *self._footer(uri, size)))
+        return DayExport(base, tuple(files))
 
     def open(self, export_file: ExportFile) -> pq.ParquetFile:
         """Opens a file for a bounded read (footer, then the batches asked for)."""
@@ -184,39 +257,56 @@ class ExportSource:
         try:
             metadata = pq.read_metadata(self._handle(uri, size))
         except Exception as exc:
-            raise ExportError(f"{uri}: corrupt or unreadable Parquet: {exc}") from exc
+            raise ExportError(
+                f"{uri}: corrupt or unreadable Parquet: {exc} (every file of a day folder "
+                "whose name does not start with '_' or '.' is read as data)"
+            ) from exc
         return metadata.num_rows, metadata
+
+    def _exists(self, uri: str) -> bool:
+        if not self._client:
+            return Path(uri[len("file://") :]).is_file()
+        bucket, key = split_s3_uri(uri)
+        try:
+            self._client.head_object(Bucket=bucket, Key=key)
+        except self._client.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise ExportError(f"cannot read {uri}: {exc}") from exc
+        return True
 
     def _list_local(self, folder: str) -> list[tuple[str, int]]:
         path = Path(folder[len("file://") :])
         if not path.is_dir():
             return []
-        return [(p.name, p.stat().st_size) for p in path.iterdir() if p.suffix == ".parquet"]
+        return [
+            (p.name, p.stat().st_size)
+            for p in path.iterdir()
+            if p.is_file() and is_data_file(p.name)
+        ]
 
     def _list_s3(self, folder: str) -> list[tuple[str, int]]:
         bucket, prefix = split_s3_uri(folder + "/")
-        return [
-            (key[len(prefix) :], size)
-            for key, size in self._s3_keys(bucket, prefix)
-            if "/" not in key[len(prefix) :] and key.endswith(".parquet")
-        ]
+        listed = ((key[len(prefix) :], size) for key, size in self._s3_keys(bucket, prefix))
+        return [(name, size) for name, size in listed if "/" not in name and is_data_file(name)]
 
     def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[tuple[str, int]]]:
-        """The window's day folders in one walk of their common prefix, from the oldest day's
-        key on and stopped after the newest (zero-padded year=/month=/day= keys sort by day)."""
+        """The window's day folders (every form) in one walk of their common prefix, from the
+        lowest folder key on and stopped after the highest. Padded keys sort by day; unpadded
+        months sort 1, 10, 11, 12, 2, …, so for them the walk covers the window's years."""
         ordered = sorted(folders)
         bucket, first_key = split_s3_uri(ordered[0] + "/")
         last_key = split_s3_uri(ordered[-1] + "/")[1]
         prefix = first_key[: len(os.path.commonprefix([first_key, last_key]))]
-        # Start after a name just below the oldest day's folder (its last digit less one):
-        # SeaweedFS takes StartAfter as a folder marker and would skip the folder itself.
+        # Start after a name just below the lowest folder (its last digit less one): SeaweedFS
+        # takes StartAfter as a folder marker and would skip the folder itself.
         start_after = first_key[:-2] + chr(ord(first_key[-2]) - 1)
         entries: dict[str, list[tuple[str, int]]] = {}
         for key, size in self._s3_keys(bucket, prefix, start_after=start_after):
             if key > last_key and not key.startswith(last_key):
                 break
             folder, _, name = f"s3://{bucket}/{key}".rpartition("/")
-            if folder in folders and name.endswith(".parquet"):
+            if folder in folders and is_data_file(name):
                 entries.setdefault(folder, []).append((name, size))
         return entries
 

@@ -59,6 +59,11 @@ class PartitionOutOfScope(ValueError):
     """The partition is outside the tenant's window or domains: refused with no log row."""
 
 
+class OutsideDomainWindow(PartitionOutOfScope):
+    """The day is in the tenant's window but before or after the domain's own dates: the domain
+    has no such day (a range over all domains skips it rather than fail it)."""
+
+
 class LoadMismatchError(RuntimeError):
     """The raw table does not hold the export's distinct events after the INSERT."""
 
@@ -109,6 +114,12 @@ def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
             f"{day} is outside tenant {tenant.key}'s window "
             f"{tenant.start_date}..{tenant.last_date()}"
         )
+    if not tenant.covers(day, domain.name):
+        first, last = tenant.window(domain.name)
+        raise OutsideDomainWindow(
+            f"{day} is outside domain {domain.name}'s own window {first}..{last} "
+            f"(tenant {tenant.key})"
+        )
 
 
 def _structure(domain: Domain, day_schema: DaySchema, all_nullable: bool = False) -> str:
@@ -121,7 +132,7 @@ def _structure(domain: Domain, day_schema: DaySchema, all_nullable: bool = False
             Kind.DOUBLE: "Float64",
             Kind.MONEY: "Float64"
             if column.name in day_schema.float_money_columns
-            else "Decimal(18, 4)",
+            else day_schema.decimal_type(column.name) or "Decimal(18, 4)",
         }[column.kind]
         return f"Nullable({base})" if column.nullable or all_nullable else base
 
@@ -230,7 +241,7 @@ def diagnose_rows(
         rows.null_rules(domain) + rows.value_rules(domain, day_schema),
     )
     # _path is the engine's view of a file (a local path, or bucket/key): name its export URI.
-    by_name = {f.name: f.uri for f in prepared.day_export.files}
+    by_name = {f.uri.rsplit("/", 1)[-1]: f.uri for f in prepared.day_export.files}
     return [replace(v, file=by_name.get(v.file.rsplit("/", 1)[-1], v.file)) for v in found]
 
 
@@ -374,8 +385,11 @@ def insert_day(
                 with timer.phase("clear_day"):
                     clear_day(client, domain, tenant, day)
             insert_started = time.monotonic()
-            with timer.phase("insert"):
-                _insert(client, prepared, statement, parameters, cluster, canceled)
+            # A day with no events in a complete export has no file to read: it is cleared,
+            # counted (0) and logged completed like any other day.
+            if day_export.files:
+                with timer.phase("insert"):
+                    _insert(client, prepared, statement, parameters, cluster, canceled)
             insert_seconds = time.monotonic() - insert_started
             if canceled is not None and canceled.is_set():
                 raise LoadCanceled("the Dagster run was canceled during the INSERT")
@@ -436,6 +450,10 @@ def _insert(
 
         if canceled is not None and canceled.is_set():
             raise
+        uris = [f.uri for f in prepared.day_export.files]
+        unreadable = rows.unreadable_value(exc, prepared.day, prepared.domain, uris)
+        if unreadable is not None:
+            raise unreadable from exc
         try:
             violations = diagnose_rows(client, prepared, cluster)
         except Exception:

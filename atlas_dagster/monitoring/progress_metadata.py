@@ -59,8 +59,14 @@ def domain_progress(
             states[row["domain"]][row["partition_date"]] = DayState(
                 row["status"], int(row["rows_loaded"])
             )
-    window = _window_days(first, last)
-    return [DomainProgress(domain, states[domain], window) for domain in tenant.domains]
+    progress = []
+    for domain in tenant.domains:  # each domain within its own dates, if it has some
+        own_first, own_last = tenant.window(domain)
+        window = _window_days(max(first, own_first), min(last, own_last))
+        inside = set(window)
+        days = {day: state for day, state in states[domain].items() if day in inside}
+        progress.append(DomainProgress(domain, days, window))
+    return progress
 
 
 def progress_table(progress: list[DomainProgress]) -> str:

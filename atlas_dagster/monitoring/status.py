@@ -40,18 +40,25 @@ def _jsonable(value: object) -> object:
     return value
 
 
-def tenant_window(tenant: Tenant, today: dt.date | None = None) -> tuple[dt.date, dt.date] | None:
-    """start_date..last_date(), without days that have not happened yet (no export exists)."""
+def tenant_window(
+    tenant: Tenant, today: dt.date | None = None, domain: str | None = None
+) -> tuple[dt.date, dt.date] | None:
+    """start_date..last_date() (of `domain`'s own dates when named), without days that have not
+    happened yet (no export exists)."""
     today = today or dt.datetime.now(dt.UTC).date()
-    last = min(tenant.last_date(today), today - dt.timedelta(days=1))
-    return (tenant.start_date, last) if tenant.start_date <= last else None
+    first, last = tenant.window(domain, today)
+    last = min(last, today - dt.timedelta(days=1))
+    return (first, last) if first <= last else None
 
 
 def gap_window(
-    tenant: Tenant, days: int = GAP_WINDOW_DAYS, today: dt.date | None = None
+    tenant: Tenant,
+    days: int = GAP_WINDOW_DAYS,
+    today: dt.date | None = None,
+    domain: str | None = None,
 ) -> tuple[dt.date, dt.date] | None:
     """The tenant's last `days` days; for an open-ended tenant, the guide's today-180..today-1."""
-    window = tenant_window(tenant, today)
+    window = tenant_window(tenant, today, domain)
     if window is None:
         return None
     first, last = window
@@ -74,8 +81,9 @@ def gaps(client: Client, tenants: list[Tenant], scope: Scope, days: int) -> list
     windows = [
         (tenant, domain, window)
         for tenant in tenants
-        if scope.matches(tenant) and (window := gap_window(tenant, days)) is not None
+        if scope.matches(tenant)
         for domain in sorted(scope.domains_of(tenant))
+        if (window := gap_window(tenant, days, domain=domain)) is not None
     ]
     if not windows:
         return []

@@ -10,9 +10,10 @@ from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.partitions import partition_key
-from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
 from atlas_dagster.settings import parallel_inserts, ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError
+from atlas_dagster.validation.schema import ValidationError, check_schema
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,14 @@ class FleetPlan:
         return partition_key(self.start, first), partition_key(self.end, last)
 
     def tenant_days(self, tenant: Tenant) -> int:
-        """The tenant's day-domains inside the window (what the run loads for it)."""
-        first, last = max(self.start, tenant.start_date), min(self.end, tenant.last_date())
-        days = max(0, (last - first).days + 1)
-        return days * sum(1 for d in self.domains if d.name in tenant.domains)
+        """The tenant's day-domains inside the window (what the run loads for it), each domain
+        within its own dates."""
+        total = 0
+        for domain in self.domains:
+            if domain.name in tenant.domains:
+                first, last = tenant.window(domain.name)
+                total += max(0, (min(self.end, last) - max(self.start, first)).days + 1)
+        return total
 
 
 def build_fleet_plan(
@@ -165,6 +170,8 @@ def build_plan(
     day = last
     while day >= first:
         for domain in plan.domains:
+            if not tenant.covers(day, domain.name):  # before the domain's own start, or after
+                continue
             reason = _selection_reason(states[domain.name].get(day), only)
             if reason is not None:
                 plan.days.append(PlannedDay(domain, day, reason))
@@ -176,20 +183,32 @@ def build_plan(
 class DaySize:
     planned: PlannedDay
     export: DayExport | None
-    error: str = ""
+    error: str = ""  # why the day cannot load: its listing, or its files' schema or statistics
 
 
 def export_sizes(plan: BackfillPlan) -> list[DaySize]:
-    """Files, bytes and rows of every planned day, from listings and Parquet footers only."""
+    """Files, bytes and rows of every planned day, and the refusals its footers already show
+    (schema, types, statistics), from one listing pass per domain and the footers only: no row
+    is read and nothing is written."""
     source = ExportSource(plan.tenant)
+    listed: dict[tuple[str, dt.date], DayExport | ExportError] = {}
+    for domain in plan.domains:
+        days = [d.partition_date for d in plan.days if d.domain == domain]
+        if days:
+            found = source.list_window(domain.name, days)
+            listed |= {(domain.name, day): export for day, export in found.items()}
     sizes = []
     for planned in plan.days:
+        export = listed[(planned.domain.name, planned.partition_date)]
+        if isinstance(export, ExportError):
+            sizes.append(DaySize(planned, None, str(export)))
+            continue
         try:
-            sizes.append(
-                DaySize(planned, source.list_day(planned.domain.name, planned.partition_date))
-            )
-        except ExportError as exc:
-            sizes.append(DaySize(planned, None, str(exc)))
+            check_schema(export, planned.domain, plan.tenant, planned.partition_date)
+        except ValidationError as exc:
+            sizes.append(DaySize(planned, export, f"refused: {exc}"))
+            continue
+        sizes.append(DaySize(planned, export))
     return sizes
 
 
@@ -206,6 +225,7 @@ def estimate_duration(
 ) -> Estimate | None:
     """From throughput measured on this target's completed loads; None before any load."""
     with clickhouse.session() as client:
+        ensure_schema(client)  # a dry run may come before the first load on this target
         [measured] = query_rows(client, sql.query("load_throughput"), {"domain": ""})
     if not measured["days"] or not measured["seconds"]:
         return None

@@ -38,6 +38,7 @@ from atlas_dagster.loading.faults import Fault, classify
 from atlas_dagster.loading.inbound import (
     DayLoad,
     KnownDays,
+    OutsideDomainWindow,
     PartitionOutOfScope,
     check_scope,
     failure_message,
@@ -138,7 +139,9 @@ def plan_works(
 
     A range over several tenants (a fleet run) is a rectangle of dates × tenants, so it covers
     days outside some tenants' windows or domains they do not list: those are skipped, not
-    failed. A run of one tenant names its days explicitly: they are refused.
+    failed. A run of one tenant names its days explicitly: they are refused, except days inside
+    the tenant's window that a domain with its own dates does not have (a range over all raw
+    assets covers them), which are skipped.
     """
     works: list[RawWork] = []
     refused: list[tuple[RawWork | None, str, str]] = []
@@ -156,7 +159,7 @@ def plan_works(
             try:
                 check_scope(tenant, domain, tenant_day.partition_date)
             except PartitionOutOfScope as exc:
-                if fleet:
+                if fleet or isinstance(exc, OutsideDomainWindow):
                     skipped += 1
                 else:
                     refused.append((work, tenant_day.partition_key, str(exc)))
@@ -247,8 +250,8 @@ class RawRun:
         works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
         if skipped:
             self.context.log.info(
-                f"skipped {skipped} tenant-day(s) of this fleet range outside their tenant's "
-                "window or domains"
+                f"skipped {skipped} tenant-day(s) of this range outside their tenant's or "
+                "domain's window, or of domains the tenant does not list"
             )
         for work, partition_key, reason in refused:
             self.context.log.error(f"refused {partition_key}: {reason}")

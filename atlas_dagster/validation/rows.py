@@ -10,6 +10,7 @@ to name the file, column, rows broken and the first such row and value. No row r
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
@@ -48,9 +49,16 @@ class RowContractError(ValidationError):
 def _money_rules(column: Column, day_schema: DaySchema) -> list[RowRule]:
     name = column.name
     rules = []
+    wide = day_schema.decimal_type(name)
     if name in day_schema.float_money_columns:
         rules.append(RowRule(name, "is NaN or infinite", f"NOT isFinite({name})"))
+    if name in day_schema.float_money_columns or wide:
         rules.append(RowRule(name, "does not fit Decimal(18, 4)", f"{name} >= {MONEY_LIMIT}"))
+    if wide:
+        # A decimal wider than 4 places is stored only when its further digits are zeros
+        # (BigQuery's NUMERIC writes 12.340000000): money is never rounded silently.
+        broken = "has non-zero digits past the 4th decimal place"
+        rules.append(RowRule(name, broken, f"{name} != round({name}, 4)"))
     rules.append(RowRule(name, "is negative", f"{name} < 0"))
     return rules
 
@@ -166,3 +174,47 @@ def describe(day: dt.date, domain: Domain, violations: list[Violation]) -> str:
     if len(violations) > SHOWN_VIOLATIONS:
         lines.append(f"… and {len(violations) - SHOWN_VIOLATIONS} more (file, column) violations")
     return "\n".join(lines)
+
+
+# A value the engine cannot read at all makes the whole file unreadable, so neither the INSERT's
+# guards nor the diagnosis reach it: the engine's own error names the column and the file.
+# Codes: VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE (an INT96 outside 1677-09-21..2262-04-11 in
+# chDB 26.9), DECIMAL_OVERFLOW, CANNOT_CONVERT_TYPE.
+UNREADABLE_CODES = ("Code: 321.", "Code: 407.", "Code: 70.")
+_ENGINE_COLUMN = re.compile(r"column: ([A-Za-z0-9_]+):")
+_ENGINE_FILE = re.compile(r"\(in file/uri ([^)]+)\)")
+_INT96_DAY = re.compile(r"INT96 timestamp out of range: julian day (-?[0-9]+)")
+UNIX_EPOCH_JULIAN_DAY = 2_440_588
+
+
+def unreadable_value(
+    exc: BaseException, day: dt.date, domain: Domain, uris: list[str]
+) -> RowContractError | None:
+    """The engine's refusal of a value it cannot read, as a contract error naming the file and
+    column; None for any other failure. `uris`: the day's files (the engine names a path)."""
+    message = str(exc)
+    column, path = _ENGINE_COLUMN.search(message), _ENGINE_FILE.search(message)
+    if not any(code in message for code in UNREADABLE_CODES) or not (column and path):
+        return None
+    name = path.group(1).rstrip("/").rsplit("/", 1)[-1]
+    uri = next((u for u in uris if u.rsplit("/", 1)[-1] == name), path.group(1))
+    int96 = _INT96_DAY.search(message)
+    if int96:
+        offset = int(int96.group(1)) - UNIX_EPOCH_JULIAN_DAY
+        try:
+            when = str(dt.date(1970, 1, 1) + dt.timedelta(days=offset))
+        except OverflowError:
+            when = f"julian day {int96.group(1)}"
+        problem = (
+            f"holds an INT96 timestamp ({when}) outside 1677-09-21..2262-04-11, which ClickHouse "
+            "cannot read, so the whole file is unreadable; fix the value, or write timestamps "
+            "as INT64 (Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
+        )
+    else:
+        problem = "holds a value the engine cannot read: " + message.split(":", 2)[-1].split(
+            ": read stage", 1
+        )[0].strip()[:300]
+    return RowContractError(
+        f"{day} {domain.name}: {uri}: column {column.group(1)} {problem}; the day is refused and "
+        "nothing of it is kept"
+    )

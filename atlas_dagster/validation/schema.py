@@ -19,11 +19,15 @@ class ValidationError(Exception):
 
 
 EXPECTED = {
-    Kind.STRING: "string",
-    Kind.TIMESTAMP: "timestamp[ms|us, UTC]",
-    Kind.MONEY: "decimal(scale<=4) or double",
+    Kind.STRING: "string (or binary)",
+    Kind.TIMESTAMP: "timestamp (INT64 ms, µs or ns, or INT96)",
+    Kind.MONEY: "decimal or double",
     Kind.DOUBLE: "double",
 }
+# The raw tables' money type: Decimal(18, 4), 14 integer digits and 4 decimal places.
+MONEY_PRECISION, MONEY_SCALE = 18, 4
+# The widest decimal ClickHouse reads (Decimal256).
+MAX_DECIMAL_PRECISION = 76
 
 
 @dataclass(frozen=True)
@@ -31,24 +35,49 @@ class DaySchema:
     """What the load needs to know about the day's physical types."""
 
     float_money_columns: frozenset[str]
+    # Decimal money columns some file of the day writes wider than Decimal(18, 4) (Spark's and
+    # Snowflake's DECIMAL(38, 4), BigQuery's NUMERIC (38, 9)), with the type they are read as;
+    # the row rules then refuse a value that Decimal(18, 4) cannot hold exactly.
+    wide_decimals: tuple[tuple[str, str], ...] = ()
+
+    def decimal_type(self, column: str) -> str | None:
+        return dict(self.wide_decimals).get(column)
 
 
 def _matches(kind: Kind, arrow_type: pa.DataType) -> bool:
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
     if kind is Kind.STRING:
-        return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+        # binary: BYTE_ARRAY without the UTF8 annotation (Impala, Hive, older Spark writers).
+        return any(
+            check(arrow_type)
+            for check in (
+                pa.types.is_string,
+                pa.types.is_large_string,
+                pa.types.is_binary,
+                pa.types.is_large_binary,
+            )
+        )
     if kind is Kind.TIMESTAMP:
-        return (
-            pa.types.is_timestamp(arrow_type)
-            and arrow_type.unit in ("ms", "us")
-            and arrow_type.tz in (None, "UTC", "+00:00", "Etc/UTC")
-        )
+        # Every unit and zone: the file stores an instant (INT64 since the epoch, or INT96),
+        # which ClickHouse reads as such; its UTC day is the partition's. Nanoseconds are
+        # truncated to the raw table's microseconds, which never moves a row to another day.
+        return pa.types.is_timestamp(arrow_type)
     if kind is Kind.MONEY:
-        return (pa.types.is_decimal(arrow_type) and arrow_type.scale <= 4) or pa.types.is_float64(
-            arrow_type
-        )
+        return pa.types.is_decimal(arrow_type) or pa.types.is_float64(arrow_type)
     return pa.types.is_floating(arrow_type)
+
+
+def _wide_decimal(decimals: list[pa.DataType]) -> str | None:
+    """The type a money column's decimals are read as when some are wider than Decimal(18, 4):
+    enough integer digits for the widest file and the largest scale, so that reading never
+    rounds (ClickHouse truncates a decimal read into a smaller scale) nor overflows."""
+    scale = max(t.scale for t in decimals)
+    integer_digits = max(t.precision - t.scale for t in decimals)
+    if scale <= MONEY_SCALE and integer_digits <= MONEY_PRECISION - MONEY_SCALE:
+        return None
+    precision = 38 if integer_digits + scale <= 38 else MAX_DECIMAL_PRECISION
+    return f"Decimal({precision}, {min(scale, precision)})"
 
 
 def _utc_day(value: object) -> dt.date | None:
@@ -195,6 +224,7 @@ def check_schema(
     """The day's files against the contract: columns, types, and (unless `statistics` is False,
     for days footer_failures already cleared) their footer statistics."""
     float_money: dict[str, set[bool]] = {}
+    decimals: dict[str, list[pa.DataType]] = {}
     for export_file in day_export.files:
         schema = export_file.metadata.schema.to_arrow_schema()
         for column in domain.columns:
@@ -211,6 +241,8 @@ def check_schema(
                 )
             if column.kind is Kind.MONEY:
                 float_money.setdefault(column.name, set()).add(pa.types.is_floating(found))
+                if pa.types.is_decimal(found):
+                    decimals.setdefault(column.name, []).append(found)
         if statistics:
             _check_statistics(export_file, domain, tenant, day)
     mixed = sorted(name for name, kinds in float_money.items() if len(kinds) > 1)
@@ -219,4 +251,61 @@ def check_schema(
             f"{day_export.day_uri}: files disagree on the type of {', '.join(mixed)} "
             "(some decimal, some double); export the day with one type"
         )
-    return DaySchema(frozenset(name for name, kinds in float_money.items() if True in kinds))
+    wide = {name: _wide_decimal(types) for name, types in decimals.items()}
+    return DaySchema(
+        frozenset(name for name, kinds in float_money.items() if True in kinds),
+        tuple((name, read_as) for name, read_as in sorted(wide.items()) if read_as),
+    )
+
+
+def _timestamp_reading(physical: str, arrow_type: pa.TimestampType) -> str | None:
+    stored = "DateTime64(6, 'UTC')"
+    if physical == "INT96":
+        return f"INT96 (Spark/Hive/Impala legacy) → {stored}, nanoseconds truncated to µs"
+    notes = []
+    if arrow_type.unit == "ns":
+        notes.append(f"INT64 nanoseconds → {stored}, truncated to µs (never another day)")
+    if arrow_type.tz is None:
+        notes.append("no UTC annotation: read as UTC")
+    elif arrow_type.tz not in ("UTC", "+00:00", "Etc/UTC"):
+        notes.append(f"zone {arrow_type.tz}: the stored instant is read, its UTC day counts")
+    return "; ".join(notes) or None
+
+
+def _money_reading(arrow_type: pa.DataType) -> str | None:
+    if pa.types.is_floating(arrow_type):
+        return "DOUBLE → Decimal(18, 4) through its shortest decimal, rounded to 4 places"
+    wide = _wide_decimal([arrow_type])
+    if wide is None:
+        return None
+    return (
+        f"DECIMAL({arrow_type.precision}, {arrow_type.scale}) → read as {wide}, stored as "
+        "Decimal(18, 4); a row with more than 14 integer digits or non-zero digits past the "
+        "4th decimal place is refused"
+    )
+
+
+def column_readings(export_file: ExportFile, domain: Domain) -> tuple[str, ...]:
+    """What the load reads each contract column of the file as, for the columns a tool writes
+    in a form of its own (INT96, nanoseconds, wide decimals, doubles, binary strings); columns
+    in the contract's plain form are not named. Footer only."""
+    schema = export_file.metadata.schema
+    arrow_schema = schema.to_arrow_schema()
+    readings = []
+    for column in domain.columns:
+        if column.name not in arrow_schema.names:
+            continue
+        arrow_type = arrow_schema.field(column.name).type
+        if pa.types.is_dictionary(arrow_type):
+            arrow_type = arrow_type.value_type
+        physical = schema.column(schema.names.index(column.name)).physical_type
+        reading = None
+        if column.kind is Kind.TIMESTAMP and pa.types.is_timestamp(arrow_type):
+            reading = _timestamp_reading(physical, arrow_type)
+        elif column.kind is Kind.MONEY and _matches(Kind.MONEY, arrow_type):
+            reading = _money_reading(arrow_type)
+        elif column.kind is Kind.STRING and pa.types.is_binary(arrow_type):
+            reading = "BYTE_ARRAY without UTF8 annotation → String"
+        if reading:
+            readings.append(f"{column.name}: {reading}")
+    return tuple(readings)
