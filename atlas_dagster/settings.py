@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -87,14 +88,29 @@ def tenants_file() -> Path:
     return Path(os.environ.get("ATLAS_TENANTS_FILE") or atlas_home() / "tenants.yaml")
 
 
+Number = TypeVar("Number", int, float)
+
+
 def _int_setting(name: str, default: int, low: int, high: int, why: str) -> int:
+    return _bounded_setting(name, default, low, high, why, int, "an integer")
+
+
+def _float_setting(name: str, default: float, low: float, high: float, why: str) -> float:
+    return _bounded_setting(name, default, low, high, why, float, "a number")
+
+
+def _bounded_setting(
+    name: str, default: Number, low: Number, high: Number, why: str,
+    parse: Callable[[str], Number], kind: str,
+) -> Number:  # fmt: skip
+    """The variable's value parsed and held to [low, high]; unset or blank: the default."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
+        raise SettingsError(f"{name}={raw!r} is not {kind}") from exc
     if not low <= value <= high:
         raise SettingsError(
             f"{name}={value} is refused: it must be between {low} and {high} ({why})"
@@ -160,21 +176,6 @@ def check_load_limits() -> None:
         health_threshold,
     ):
         setting()
-
-
-def _float_setting(name: str, default: float, low: float, high: float, why: str) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not a number") from exc
-    if not low <= value <= high:
-        raise SettingsError(
-            f"{name}={value} is refused: it must be between {low} and {high} ({why})"
-        )
-    return value
 
 
 # Retries of a tenant-day's transient failures (loading/faults.py says which), inside its run.

@@ -14,15 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test, materialize
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
 
-from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.cli.main import main
 from atlas_dagster.demo_data import GENERATORS, write_day
-from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
+from atlas_dagster_tests.gold_support import materialize_range
 
 pytestmark = pytest.mark.slow  # real runs
 
@@ -48,17 +47,7 @@ def _site(
 
 
 def _run(clickhouse, tenant: Tenant, instance: DagsterInstance, days: list[dt.date]):
-    return materialize(
-        raw_assets([tenant], partitions_for([tenant])),
-        selection=["tbt_raw_events_casino"],
-        instance=instance,
-        resources={"clickhouse": clickhouse},
-        tags={
-            "dagster/asset_partition_range_start": f"{days[0]}|{tenant.key}",
-            "dagster/asset_partition_range_end": f"{days[-1]}|{tenant.key}",
-        },
-        raise_on_error=False,
-    )
+    return materialize_range(clickhouse, tenant, ["casino"], instance, days[0], days[-1])
 
 
 def _until(predicate: Callable[[], object], what: str) -> object:
@@ -99,7 +88,9 @@ def _spans(result) -> list[tuple[float, float]]:
 def test_a_bad_health_query_steps_inserts_down_to_one_and_they_recover(
     tmp_path: Path, monkeypatch
 ) -> None:
-    tenant, days, clickhouse = _site(tmp_path, 16, 400)
+    # Days enough after relief for the recovery to show even on an idle machine: 16 days once
+    # ended 0.8 s after the pressure, before a 1 s recovery (measured at ~60 ms a day).
+    tenant, days, clickhouse = _site(tmp_path, 36, 400)
     health = tmp_path / "pressure.csv"
     health.write_text("0\n")
     monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", "3")
@@ -108,15 +99,15 @@ def test_a_bad_health_query_steps_inserts_down_to_one_and_they_recover(
     )
     monkeypatch.setenv("ATLAS_HEALTH_THRESHOLD", "5")
     monkeypatch.setenv("ATLAS_HEALTH_PROBE_SECONDS", "0.1")
-    monkeypatch.setenv("ATLAS_BACKPRESSURE_RECOVERY_SECONDS", "1")
+    monkeypatch.setenv("ATLAS_BACKPRESSURE_RECOVERY_SECONDS", "0.3")
     marks: dict[str, float] = {}
 
     def operator() -> None:
-        """ClickPipes lag (the health query's value) goes up after 6 days, down after 10."""
+        """ClickPipes lag (the health query's value) goes up after 6 days, down after 12."""
         _until(lambda: _completed(clickhouse) >= 6, "6 days completed")
         health.write_text("9\n")
         marks["bad"] = time.time()
-        _until(lambda: _completed(clickhouse) >= 10, "10 days completed")
+        _until(lambda: _completed(clickhouse) >= 12, "12 days completed")
         health.write_text("0\n")
         marks["good"] = time.time()
 

@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from dagster import DagsterInstance, instance_for_test, materialize
+from dagster import DagsterInstance, instance_for_test
 
-from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
-from atlas_dagster.partitions import partitions_for
+from atlas_dagster.loading.inbound import count_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests.conftest import log_row, scalar
+from atlas_dagster_tests.conftest import log_row
+from atlas_dagster_tests.gold_support import materialize_range
 from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
@@ -47,17 +48,7 @@ def fast_retries(monkeypatch) -> None:
 
 
 def _run(clickhouse, tenant: Tenant, instance: DagsterInstance, domains: tuple[str, ...], days):
-    return materialize(
-        raw_assets([tenant], partitions_for([tenant])),
-        selection=[f"tbt_raw_events_{d}" for d in domains],
-        instance=instance,
-        resources={"clickhouse": clickhouse},
-        tags={
-            "dagster/asset_partition_range_start": f"{days[0]}|{tenant.key}",
-            "dagster/asset_partition_range_end": f"{days[-1]}|{tenant.key}",
-        },
-        raise_on_error=False,
-    )
+    return materialize_range(clickhouse, tenant, list(domains), instance, days[0], days[-1])
 
 
 def _lines(instance: DagsterInstance, run_id: str) -> list[str]:
@@ -65,16 +56,8 @@ def _lines(instance: DagsterInstance, run_id: str) -> list[str]:
 
 
 def _count(clickhouse, tenant: Tenant, domain: str, day: dt.date) -> int:
-    return int(
-        scalar(
-            clickhouse,
-            f"SELECT count() FROM atlas.tbt_raw_events_{domain} FINAL WHERE organization_id = "
-            "{o:String} AND brand_id = {b:String} AND event_date = {d:Date}",
-            o=tenant.organization_id,
-            b=tenant.brand_id,
-            d=day,
-        )
-    )
+    with clickhouse.session() as client:
+        return count_day(client, DOMAINS[domain], tenant, day)
 
 
 def _s3_tenant(server: S3Server, endpoint: str, days: list[dt.date], domains) -> Tenant:
