@@ -196,7 +196,7 @@ def worker_bare(folder: str, dsn: str, settings: str) -> None:
 
 
 def _side(side: str, form: str, folder: str, attempt: int) -> dict:
-    engine = WORK / "cost" / form / f"{side.strip('*')}{'-star' * side.endswith('*')}-{attempt}"
+    engine = WORK / "cost" / form / f"{side.replace('*', '-star')}-{attempt}"
     shutil.rmtree(engine, ignore_errors=True)
     dsn = f"chdb://{engine}"
     if side == "pipeline":

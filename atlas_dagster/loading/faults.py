@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from atlas_dagster.loading.inbound import LoadCanceled, LoadMismatchError, PartitionOutOfScope
+from atlas_dagster.loading.errors import LoadCanceled, LoadMismatchError, PartitionOutOfScope
 from atlas_dagster.orchestration.pools import ClaimCanceled, PoolLimitError
 from atlas_dagster.resources.embedded_engine import EngineOpenError
 from atlas_dagster.resources.waits import WaitTimeout

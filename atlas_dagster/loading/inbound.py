@@ -16,6 +16,13 @@ from atlas_dagster import sql
 from atlas_dagster.domains import Column, Domain, Kind
 from atlas_dagster.exports.layout import DayExport, ExportSource, day_folder, split_s3_uri
 from atlas_dagster.loading import backfill_log
+from atlas_dagster.loading.errors import (
+    LoadCanceled,
+    LoadMismatchError,
+    OutsideDomainWindow,
+    PartitionOutOfScope,
+)
+from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.phases import PhaseTimer
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
@@ -53,23 +60,6 @@ INSERT_SETTINGS: dict[str, int] = {
     # merge (3 engines each): count 0.01 -> 0.04 s on a 1M-row day, 0.22 -> 0.24 s at 5M.
     "optimize_on_insert": 0,
 }
-
-
-class PartitionOutOfScope(ValueError):
-    """The partition is outside the tenant's window or domains: refused with no log row."""
-
-
-class OutsideDomainWindow(PartitionOutOfScope):
-    """The day is in the tenant's window but before or after the domain's own dates: the domain
-    has no such day (a range over all domains skips it rather than fail it)."""
-
-
-class LoadMismatchError(RuntimeError):
-    """The raw table does not hold the export's distinct events after the INSERT."""
-
-
-class LoadCanceled(RuntimeError):
-    """The Dagster run was canceled while the day was loading; its partial rows were cleared."""
 
 
 @dataclass(frozen=True)
@@ -441,8 +431,6 @@ def _insert(
     try:
         client.command(statement, parameters=parameters, settings={"query_id": prepared.query_id})
     except Exception as exc:
-        from atlas_dagster.loading.faults import classify  # faults.py imports this module
-
         if classify(exc).transient:
             # The service pushed back (TOO_MANY_PARTS, S3 503, …): rows cannot explain that, and
             # a second read of the whole day would only add to its load before the retry.
