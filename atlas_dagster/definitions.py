@@ -10,9 +10,9 @@ from dagster import Definitions, EnvVar, MultiPartitionsDefinition, in_process_e
 from atlas_dagster.assets.gold import gold_assets, verify_gold_job
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.assets.report import report_definitions_parts
-from atlas_dagster.monitoring.sensors import backfill_log_sensors
 from atlas_dagster.orchestration.automation import gold_automation_sensor
 from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
+from atlas_dagster.orchestration.sensors import backfill_log_sensors
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource, is_embedded
 from atlas_dagster.settings import DSN_VARIABLE, check_load_limits, clickhouse_dsn, tenants_file

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, job, op
 
-from atlas_dagster.monitoring.workers import Worker, start_ticks
+from atlas_dagster.core.workers import Worker, start_ticks
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
 from atlas_dagster.tenants import Tenant
 

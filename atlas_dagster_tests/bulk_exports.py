@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from atlas_dagster.demo_data import CURRENCIES, MONEY, arrow_table
+from atlas_dagster.cli.demo_data import CURRENCIES, MONEY, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.tenants import Tenant

@@ -8,7 +8,7 @@ import random
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from atlas_dagster.assets.raw import raw_assets
-from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.loading.inbound import load_day

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.demo_data import arrow_table
+from atlas_dagster.cli.demo_data import arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportSource
 from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, load_day

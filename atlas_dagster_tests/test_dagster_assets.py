@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from atlas_dagster.assets.raw import raw_assets
-from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster_tests.conftest import log_row

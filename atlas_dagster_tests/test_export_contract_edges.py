@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import SUCCESS_MARKER, ExportError, ExportSource, tenant_root
 from atlas_dagster.loading.inbound import OutsideDomainWindow, check_scope, count_day, load_day

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.cli.main import main
-from atlas_dagster.demo_data import GENERATORS, arrow_table
 from atlas_dagster.exports.layout import SUCCESS_MARKER, tenant_root
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dagster import instance_for_test
 
-from atlas_dagster.demo_data import arrow_table
+from atlas_dagster.cli.demo_data import arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES

@@ -13,8 +13,8 @@ import pytest
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import free_port
+from atlas_dagster.core.waits import WaitTimeout
 from atlas_dagster.definitions import build_definitions
-from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.tenants import TenantConfigError, load_tenants
 from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.faults_support import cli, fault_site

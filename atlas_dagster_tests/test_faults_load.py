@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day

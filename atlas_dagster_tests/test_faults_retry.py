@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, instance_for_test
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import count_day

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportError, day_folder
 from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day

@@ -5,8 +5,8 @@ import random
 import re
 
 from atlas_dagster import sql
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
-from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.secrets import redact

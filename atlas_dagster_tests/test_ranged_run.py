@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterEventType, instance_for_test
 
 from atlas_dagster.checks.raw import day_outcomes
 from atlas_dagster.checks.results import to_evaluation
-from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster_tests.conftest import log_row, scalar

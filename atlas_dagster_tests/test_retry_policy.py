@@ -13,14 +13,13 @@ import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
+from atlas_dagster.core.waits import ClaimCanceled, WaitTimeout
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import LoadMismatchError
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.orchestration.backpressure import Backpressure, Health
-from atlas_dagster.orchestration.pools import ClaimCanceled
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.fake_clickhouse import fake_clickhouse
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import load_day

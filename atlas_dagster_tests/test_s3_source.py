@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.faults import classify

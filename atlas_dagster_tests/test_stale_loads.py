@@ -15,20 +15,20 @@ from dagster import (
     instance_for_test,
 )
 
-from atlas_dagster.monitoring.scope import Scope
-from atlas_dagster.monitoring.sensors import (
-    backfill_log_canceled_runs,
-    backfill_log_failed_runs,
-    backfill_log_stale_sweep,
-)
-from atlas_dagster.monitoring.stale_loads import mark_failed, running_loads
-from atlas_dagster.monitoring.workers import (
+from atlas_dagster.core.workers import (
     Worker,
     WorkerState,
     current_worker,
     parse_worker,
     start_ticks,
     worker_state,
+)
+from atlas_dagster.monitoring.scope import Scope
+from atlas_dagster.monitoring.stale_loads import mark_failed, running_loads
+from atlas_dagster.orchestration.sensors import (
+    backfill_log_canceled_runs,
+    backfill_log_failed_runs,
+    backfill_log_stale_sweep,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster_tests.backfill_log_rows import (

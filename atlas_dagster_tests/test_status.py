@@ -9,8 +9,8 @@ import pytest
 from dagster import instance_for_test
 
 from atlas_dagster import sql
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
-from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.loading.inbound import load_day

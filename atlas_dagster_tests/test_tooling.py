@@ -53,3 +53,40 @@ def test_a_test_run_that_collects_nothing_fails() -> None:
     )
     assert completed.returncode != 0
     assert "pytest collected no tests: a failure" in completed.stderr
+
+
+CHECK_IMPORTS = REPO / "scripts" / "check-imports"
+
+
+def _check_imports(package: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["python3", CHECK_IMPORTS, package], capture_output=True, text=True, timeout=60
+    )
+
+
+def _module(package: Path, dotted: str, source: str) -> None:
+    path = package.joinpath(*dotted.split(".")).with_suffix(".py")
+    for folder in [package, *list(path.relative_to(package).parents)[:-1][::-1]]:
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / "__init__.py").touch()
+    path.write_text(source)
+
+
+def test_the_package_imports_only_go_down() -> None:
+    result = _check_imports(REPO / "atlas_dagster")
+    assert result.returncode == 0, result.stderr
+    assert "0 problem(s)" in result.stderr
+
+
+def test_an_upward_import_and_a_cycle_are_named(tmp_path) -> None:
+    package = tmp_path / "atlas_dagster"
+    _module(package, "core.workers", "from atlas_dagster.loading import inbound\n")
+    _module(package, "loading.inbound", "X = 1\n")
+    _module(package, "cli.main", "def main():\n    from atlas_dagster.cli import demo\n")
+    _module(package, "cli.demo", "from atlas_dagster.cli.main import main\n")
+    result = _check_imports(package)
+    assert result.returncode == 1
+    assert "core/workers.py:1: atlas_dagster.core.workers (layer core) imports " in result.stderr
+    assert "a higher layer (loading)" in result.stderr
+    assert "import cycle: atlas_dagster.cli.demo <-> atlas_dagster.cli.main" in result.stderr
+    assert "2 problem(s)" in result.stderr

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
 

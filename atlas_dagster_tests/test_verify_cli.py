@@ -11,9 +11,9 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
 
 from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli import verify as verify_cli
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
-from atlas_dagster.demo_data import GENERATORS, write_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants

@@ -21,7 +21,7 @@ import pytest
 from atlas_dagster.checks import export_window
 from atlas_dagster.checks.export_window import ExportState, window_states
 from atlas_dagster.checks.raw import window_outcomes
-from atlas_dagster.demo_data import GENERATORS, arrow_table
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource

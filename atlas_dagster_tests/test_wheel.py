@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_dagster.demo_data import GENERATORS, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, REPO, write_tenants
 

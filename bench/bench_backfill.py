@@ -354,7 +354,7 @@ def backfill_runs(instance, backfill_id: str) -> list[str]:
 
 
 def phase_totals(days: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    from atlas_dagster.loading.phases import in_order
+    from atlas_dagster.core.phases import in_order
 
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}

@@ -73,7 +73,7 @@ def tenant_entries(count: int, first: dt.date, last: dt.date, source: str) -> li
 
 
 def write_exports(tenants, days: list[dt.date], rows: int) -> float:
-    from atlas_dagster.demo_data import GENERATORS, write_day
+    from atlas_dagster.cli.demo_data import GENERATORS, write_day
 
     started = time.monotonic()
     for tenant in tenants:

@@ -645,7 +645,7 @@ def summarize_phases(results: list[dict]) -> None:
     days = [r for r in results if (r.get("pipeline") or {}).get("phases")]
     if not days:
         return
-    from atlas_dagster.loading.phases import in_order
+    from atlas_dagster.core.phases import in_order
 
     names: list[str] = []
     for r in days:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from atlas_dagster.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.faults import classify

@@ -205,7 +205,7 @@ def log_span(dsn: str) -> dict[str, Any]:
 
 def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
     """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
-    from atlas_dagster.loading.phases import in_order
+    from atlas_dagster.core.phases import in_order
     from atlas_dagster_tests.insert_timeline import insert_intervals
     from atlas_dagster_tests.postgres_server import instance_at
 

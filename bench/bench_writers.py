@@ -79,7 +79,7 @@ def outcome(writer: str) -> dict:
     """One writer's 2 days x 4 domains through `atlas-dagster load` in its own process."""
     import clickhouse_connect
 
-    from atlas_dagster.demo_data import arrow_table
+    from atlas_dagster.cli.demo_data import arrow_table
     from atlas_dagster.domains import DOMAINS
     from atlas_dagster_tests import gold_reference
     from atlas_dagster_tests.export_writers import DAYS, ROWS, WRITERS

@@ -12,6 +12,7 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
+from atlas_dagster.core.waits import BoundedWait
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport
 from atlas_dagster.orchestration.backfill_plan import (
@@ -26,7 +27,6 @@ from atlas_dagster.orchestration.backfill_plan import (
 )
 from atlas_dagster.partitions import partition_key, split_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.resources.waits import BoundedWait
 from atlas_dagster.settings import backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 from atlas_dagster.validation.schema import column_readings

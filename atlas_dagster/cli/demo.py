@@ -15,8 +15,10 @@ from atlas_dagster import sql
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi, DagsterApiError, default_url
 from atlas_dagster.cli.dagster_dev import serve
-from atlas_dagster.demo_data import write_demo_exports
+from atlas_dagster.cli.demo_data import write_demo_exports
+from atlas_dagster.cli.status import run_status
 from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS
 from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
 from atlas_dagster.scope import in_scope
@@ -92,8 +94,6 @@ def _print_gold(tenant: Tenant) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from atlas_dagster.cli.main import main  # the command line's own status command
-
     tenant = load_tenants(tenants_file())[0]
     print(f"writing demo exports for {tenant.key}: {write_demo_exports(tenant)} rows")
     with ClickHouseResource().session() as client:
@@ -112,7 +112,14 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"launched backfill {backfill_id}: {api.url}/runs/b/{backfill_id} (newest day first)")
         raw_ok = wait_for(api, backfill_id, backfill_wait_seconds()) == 0
         gold_ok = _wait_for_gold(tenant)
-    main(["status", "--org", tenant.organization_id, "--brand", tenant.brand_id])
+    status = argparse.Namespace(
+        org=tenant.organization_id,
+        brand=tenant.brand_id,
+        domain="",
+        gap_days=GAP_WINDOW_DAYS,
+        json=False,
+    )
+    run_status(status)  # the command line's own status command
     _print_gold(tenant)
     print("\nexplore it in the UI with `make dev` (http://127.0.0.1:3000)")
     return 0 if raw_ok and gold_ok else 1

@@ -13,10 +13,10 @@ from atlas_dagster.cli import backfill, check_export, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
 from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
+from atlas_dagster.core.waits import LOGGER as WAIT_LOGGER
+from atlas_dagster.core.waits import WaitTimeout
 from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
 from atlas_dagster.resources.embedded_engine import EngineOpenError
-from atlas_dagster.resources.waits import LOGGER as WAIT_LOGGER
-from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
@@ -28,7 +28,7 @@ def _init_db(_: argparse.Namespace) -> int:
 
 
 def _demo_data(args: argparse.Namespace) -> int:
-    from atlas_dagster.demo_data import write_demo_exports
+    from atlas_dagster.cli.demo_data import write_demo_exports
 
     tenants = load_tenants(tenants_file())
     tenant = tenant_by_key(tenants, args.tenant) if args.tenant else tenants[0]

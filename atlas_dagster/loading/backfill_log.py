@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
-from atlas_dagster.monitoring.workers import current_worker
+from atlas_dagster.core.workers import current_worker
 
 
 def _now() -> dt.datetime:

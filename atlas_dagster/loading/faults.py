@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from atlas_dagster.core.waits import ClaimCanceled, PoolLimitError, WaitTimeout
 from atlas_dagster.loading.errors import LoadCanceled, LoadMismatchError, PartitionOutOfScope
-from atlas_dagster.orchestration.pools import ClaimCanceled, PoolLimitError
 from atlas_dagster.resources.embedded_engine import EngineOpenError
-from atlas_dagster.resources.waits import WaitTimeout
 from atlas_dagster.settings import SettingsError
 from atlas_dagster.tenants import TenantConfigError
 from atlas_dagster.validation.schema import ValidationError

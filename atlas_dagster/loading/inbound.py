@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
+from atlas_dagster.core.phases import PhaseTimer
 from atlas_dagster.domains import Column, Domain, Kind
 from atlas_dagster.exports.layout import DayExport, ExportSource, day_folder, split_s3_uri
 from atlas_dagster.loading import backfill_log
@@ -23,7 +24,6 @@ from atlas_dagster.loading.errors import (
     PartitionOutOfScope,
 )
 from atlas_dagster.loading.faults import classify
-from atlas_dagster.loading.phases import PhaseTimer
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows

@@ -16,8 +16,8 @@ from clickhouse_connect.driver.client import Client
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from atlas_dagster import sql
+from atlas_dagster.core.workers import Worker, WorkerState, parse_worker, worker_state
 from atlas_dagster.monitoring.scope import EVERYTHING, Scope
-from atlas_dagster.monitoring.workers import Worker, WorkerState, parse_worker, worker_state
 from atlas_dagster.resources.clickhouse import query_rows
 
 _DEAD_WORKER = (WorkerState.GONE, WorkerState.REUSED)

@@ -28,8 +28,8 @@ from clickhouse_connect.driver.client import Client
 from dagster import DagsterInstance
 
 from atlas_dagster import sql
+from atlas_dagster.core.waits import WaitLog
 from atlas_dagster.dagster_internals import kv_get, kv_set
-from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.settings import (
     PARTS_PRESSURE_RATIO,
     health_probe_seconds,

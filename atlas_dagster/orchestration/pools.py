@@ -18,6 +18,20 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
+from atlas_dagster.core.waits import (
+    BoundedWait,
+    ClaimCanceled,
+    PoolLimitError,
+    WaitLog,
+    WaitTimeout,
+)
+from atlas_dagster.core.workers import (
+    Worker,
+    WorkerState,
+    current_worker,
+    parse_worker,
+    worker_state,
+)
 from atlas_dagster.dagster_internals import (
     claim_pool_slot,
     free_pool_slot,
@@ -25,14 +39,6 @@ from atlas_dagster.dagster_internals import (
     set_pool_limit,
     supports_pools,
 )
-from atlas_dagster.monitoring.workers import (
-    Worker,
-    WorkerState,
-    current_worker,
-    parse_worker,
-    worker_state,
-)
-from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
 from atlas_dagster.settings import INSERT_HARD_CAP, parallel_inserts, slot_wait_seconds
 
 INSERT_POOL = "atlas_insert"
@@ -41,14 +47,6 @@ CLAIM_POLL_SECONDS = 0.25
 RECLAIM_SECONDS = 2.0
 _WORKER_SEPARATOR = "@"
 _PRIORITY_EPOCH = dt.date(2000, 1, 1)
-
-
-class PoolLimitError(RuntimeError):
-    """The pool cannot enforce the INSERT cap: missing instance support, or a limit above 4."""
-
-
-class ClaimCanceled(RuntimeError):
-    """The run was canceled while its INSERT waited for a slot."""
 
 
 class SlotWaitTimeout(WaitTimeout):

@@ -31,6 +31,9 @@ from atlas_dagster.checks.raw import (
     window_outcomes,
 )
 from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
+from atlas_dagster.core.phases import process_cpu_seconds
+from atlas_dagster.core.waits import ClaimCanceled
+from atlas_dagster.core.workers import current_worker
 from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
@@ -47,11 +50,9 @@ from atlas_dagster.loading.inbound import (
     known_days,
     prepare_day,
 )
-from atlas_dagster.loading.phases import process_cpu_seconds
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
-from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.orchestration.backpressure import (
     CONCURRENCY_TAG,
     Backpressure,
@@ -60,7 +61,6 @@ from atlas_dagster.orchestration.backpressure import (
     probe,
 )
 from atlas_dagster.orchestration.pools import (
-    ClaimCanceled,
     RunSlots,
     day_priority,
     ensure_insert_pool,

@@ -19,7 +19,8 @@ from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
 from pydantic import PrivateAttr
 
 from atlas_dagster import sql
-from atlas_dagster.loading.phases import PhaseTimer
+from atlas_dagster.core.phases import PhaseTimer
+from atlas_dagster.core.waits import WaitLog
 from atlas_dagster.resources.day_exclusion import (
     day_exclusion,
     day_key,
@@ -32,7 +33,6 @@ from atlas_dagster.resources.embedded_engine import (
     open_engine,
     release_file_lock,
 )
-from atlas_dagster.resources.waits import WaitLog
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn, embedded_inflight_bytes
 

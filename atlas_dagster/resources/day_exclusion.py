@@ -15,7 +15,7 @@ Embedded mode needs none of this across processes: the engine's own file lock al
 process at a time write. Within that process the run's threads load side by side on the one
 engine (resources/embedded_engine.py), so they exclude each other with in-process locks
 (`in_process_day_exclusion`). Every wait is bounded and reported like the others
-(resources/waits.py).
+(core/waits.py).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from pathlib import Path
 from dagster import DagsterInstance
 from sqlalchemy import text
 
+from atlas_dagster.core.waits import BoundedWait, WaitLog, WaitTimeout
+from atlas_dagster.core.workers import current_worker
 from atlas_dagster.dagster_internals import instance_database_connection
-from atlas_dagster.monitoring.workers import current_worker
 from atlas_dagster.resources.embedded_engine import acquire_lock_file, release_file_lock
-from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
 
 # 4 INSERTs at most in flight: two unrelated days share a file with probability ~6/1024, and
 # then only take turns; one file per day would leave a file per day ever loaded.

@@ -27,8 +27,8 @@ from typing import IO
 
 from clickhouse_connect.driver.client import Client
 
-from atlas_dagster.monitoring.workers import WorkerState, current_worker, worker_state
-from atlas_dagster.resources.waits import BoundedWait, WaitLog, WaitTimeout
+from atlas_dagster.core.waits import BoundedWait, WaitLog, WaitTimeout
+from atlas_dagster.core.workers import WorkerState, current_worker, worker_state
 
 POLL_SECONDS = 0.05
 HANDOVER_SECONDS = 2.0  # how long a holder that yielded lets its waiters take the engine first

@@ -29,6 +29,14 @@ class WaitTimeout(TimeoutError):
     """A wait reached its bound; the message names what was waited for and who held it."""
 
 
+class PoolLimitError(RuntimeError):
+    """The pool cannot enforce the INSERT cap: missing instance support, or a limit above 4."""
+
+
+class ClaimCanceled(RuntimeError):
+    """The run was canceled while its INSERT waited for a slot."""
+
+
 class BoundedWait:
     """One wait: call `still_waiting(holder)` on each poll, `done()` once the wait is over."""
 
