@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from dagster import AssetKey
+
 
 class Kind(Enum):
     """Logical type of an export column, as the export contract states it."""
@@ -110,3 +112,7 @@ def get_domain(name: str) -> Domain:
     if name in REFUSED_DOMAINS:
         raise ValueError(REFUSED_DOMAINS[name])
     raise ValueError(f"unknown domain {name!r}; expected one of {sorted(DOMAINS)}")
+
+
+# The raw assets, one per domain (their keys are the raw tables' names).
+RAW_ASSET_KEYS = frozenset(AssetKey(d.raw_table) for d in DOMAINS.values())

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dagster import (
+    AssetKey,
+    DagsterInstance,
     DailyPartitionsDefinition,
     MultiPartitionKey,
     MultiPartitionsDefinition,
     StaticPartitionsDefinition,
 )
 
+from atlas_dagster.core.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+from atlas_dagster.dagster_internals import backfill_target_partitions
+from atlas_dagster.domains import RAW_ASSET_KEYS
 from atlas_dagster.tenants import Tenant, TenantConfigError
 
 
@@ -77,7 +86,46 @@ def tenants_in_range(tenants: list[Tenant], first_key: str, last_key: str) -> li
 
 
 def _tenant_part(key: str) -> str:
-    return split_key(key)[1] if "|" in key else key
+    return split_key(key)[1] if is_tenant_day_key(key) else key
+
+
+def is_tenant_day_key(partition_key: str) -> bool:
+    """A `date|tenant` key (raw and gold assets), not a tenant key (per-tenant assets)."""
+    return "|" in partition_key
+
+
+def date_of_key(partition_key: str) -> dt.date | None:
+    """The day of a `date|tenant` key, or None for a key that is not one (a tenant key)."""
+    try:
+        return dt.date.fromisoformat(partition_key.split("|", 1)[0])
+    except ValueError:
+        return None
+
+
+def tenant_of_key(partition_key: str) -> str:
+    """The tenant of a `date|tenant` key, or '' for a key that is not one."""
+    return partition_key.split("|", 1)[1] if is_tenant_day_key(partition_key) else ""
+
+
+def run_partition_bounds(tags: Mapping[str, str]) -> tuple[str, str] | None:
+    """(first, last) partition key of a run, from its tags, or None for an unpartitioned run."""
+    if PARTITION_NAME_TAG in tags:
+        return tags[PARTITION_NAME_TAG], tags[PARTITION_NAME_TAG]
+    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
+        return tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]
+    return None
+
+
+def backfill_raw_partitions(
+    instance: DagsterInstance, backfill_id: str
+) -> dict[AssetKey, list[str]]:
+    """The raw partitions a backfill targets, per raw asset (a fleet's: what its leader loads)."""
+    target = backfill_target_partitions(instance, backfill_id) or {}
+    return {
+        asset_key: list(subset.get_partition_keys())
+        for asset_key, subset in target.items()
+        if asset_key in RAW_ASSET_KEYS
+    }
 
 
 def split_key(partition_key: MultiPartitionKey | str) -> tuple[dt.date, str]:

@@ -21,14 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import RunsFilter
-from dagster._core.storage.tags import BACKFILL_ID_TAG, PRIORITY_TAG
 
 from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi, DagsterApiError
 from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, HELD_TAG, PRIORITY_TAG
 from atlas_dagster.exports.layout import day_folder
-from atlas_dagster.orchestration.run_coordinator import HELD_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants

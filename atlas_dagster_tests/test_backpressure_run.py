@@ -18,6 +18,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_
 
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
+from atlas_dagster.core.tags import CONCURRENCY_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
@@ -145,7 +146,7 @@ def test_a_bad_health_query_steps_inserts_down_to_one_and_they_recover(
     assert len(at_one) >= 2
     for (_, finished), (started, _) in zip(at_one, at_one[1:], strict=False):
         assert finished <= started + 0.01
-    assert "of 3" in tags["atlas/insert_concurrency"]
+    assert "of 3" in tags[CONCURRENCY_TAG]
     for day in days:
         assert log_row(clickhouse, tenant, "casino", day)["status"] == "completed"
 

@@ -26,8 +26,8 @@ from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, SUBSET_PLANNED_EVENTS_ENV
-from atlas_dagster.orchestration.run_coordinator import COVERED_BY_TAG, FLEET_LEADER_TAG
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, COVERED_BY_TAG, FLEET_LEADER_TAG
+from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import launch_like_the_ui, write_tenants
 from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from dagster import AssetMaterialization, DagsterInstance, RunsFilter
 
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, backfill_target_partitions
+from atlas_dagster.core.tags import BACKFILL_ID_TAG
+from atlas_dagster.dagster_internals import backfill_target_partitions
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 from dagster._core.storage.dagster_run import RunsFilter
-from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack
+from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.bulk_exports import write_bulk_day

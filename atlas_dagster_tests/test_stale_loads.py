@@ -23,7 +23,6 @@ from atlas_dagster.core.workers import (
     start_ticks,
     worker_state,
 )
-from atlas_dagster.monitoring.scope import Scope
 from atlas_dagster.monitoring.stale_loads import mark_failed, running_loads
 from atlas_dagster.orchestration.sensors import (
     backfill_log_canceled_runs,
@@ -31,6 +30,7 @@ from atlas_dagster.orchestration.sensors import (
     backfill_log_stale_sweep,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.scope import Scope
 from atlas_dagster_tests.backfill_log_rows import (
     dead_worker,
     failing_job,

@@ -20,8 +20,8 @@ from dagster._core.test_utils import create_run_for_test
 from atlas_dagster import dagster_internals as internals
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
+from atlas_dagster.core.tags import HELD_TAG
 from atlas_dagster.orchestration.pools import INSERT_POOL
-from atlas_dagster.orchestration.run_coordinator import HELD_TAG
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, run_dagster_dev, write_tenants
 from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap

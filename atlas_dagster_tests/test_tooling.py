@@ -84,9 +84,18 @@ def test_an_upward_import_and_a_cycle_are_named(tmp_path) -> None:
     _module(package, "loading.inbound", "X = 1\n")
     _module(package, "cli.main", "def main():\n    from atlas_dagster.cli import demo\n")
     _module(package, "cli.demo", "from atlas_dagster.cli.main import main\n")
+    _module(package, "orchestration.run_coordinator", "X = 1\n")
+    _module(
+        package,
+        "orchestration.raw_run",
+        "from atlas_dagster.orchestration import run_coordinator\n",
+    )
     result = _check_imports(package)
     assert result.returncode == 1
     assert "core/workers.py:1: atlas_dagster.core.workers (layer core) imports " in result.stderr
     assert "a higher layer (loading)" in result.stderr
     assert "import cycle: atlas_dagster.cli.demo <-> atlas_dagster.cli.main" in result.stderr
-    assert "2 problem(s)" in result.stderr
+    assert (
+        "raw_run imports atlas_dagster.orchestration.run_coordinator, which only" in result.stderr
+    )
+    assert "3 problem(s)" in result.stderr

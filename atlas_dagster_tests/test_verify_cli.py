@@ -13,6 +13,7 @@ from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli import verify as verify_cli
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
+from atlas_dagster.core.tags import VERIFY_TAG
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
@@ -152,7 +153,7 @@ def test_a_window_longer_than_a_run_is_checked_in_bounded_runs(
     assert "6 passed, 0 failed over 2 tenant-day(s)" in out
     with DagsterInstance.get() as instance:
         runs = sorted(
-            (r for r in instance.get_runs() if "atlas/verify" in r.tags),
+            (r for r in instance.get_runs() if VERIFY_TAG in r.tags),
             key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp,
         )
         assert [r.tags["dagster/asset_partition_range_start"][:10] for r in runs] == [

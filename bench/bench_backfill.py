@@ -257,7 +257,8 @@ def launch_single_runs(stack, tenant, count: int) -> list[str]:
 
 def _wait_for_run(instance, backfill_id: str) -> str:
     from dagster._core.storage.dagster_run import RunsFilter
-    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    from atlas_dagster.core.tags import BACKFILL_ID_TAG
 
     deadline = time.monotonic() + SINGLE_RUN_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
@@ -347,7 +348,8 @@ def run_launch(instance, run_id: str, days: list[dict[str, Any]], rss: dict[int,
 
 def backfill_runs(instance, backfill_id: str) -> list[str]:
     from dagster._core.storage.dagster_run import RunsFilter
-    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    from atlas_dagster.core.tags import BACKFILL_ID_TAG
 
     records = instance.get_run_records(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
     return [r.dagster_run.run_id for r in sorted(records, key=lambda r: r.create_timestamp)]

@@ -210,7 +210,8 @@ def gold_requests(instance) -> list[tuple[str, str, float]]:
     emits a backfill when a tick requests several partitions, a run when it requests one."""
     from dagster import RunsFilter
 
-    from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, backfill_target_partitions
+    from atlas_dagster.core.tags import BACKFILL_ID_TAG
+    from atlas_dagster.dagster_internals import backfill_target_partitions
     from atlas_dagster.gold.tables import GOLD_TABLES
 
     rows = []

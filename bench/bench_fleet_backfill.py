@@ -171,7 +171,7 @@ def launch_like_the_ui(stack, keys: list[str]) -> str:
 def backfill_run_ids(instance, backfill_id: str) -> list[str]:
     from dagster import RunsFilter
 
-    from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
+    from atlas_dagster.core.tags import BACKFILL_ID_TAG
 
     return [r.run_id for r in instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))]
 

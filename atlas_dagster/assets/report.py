@@ -31,13 +31,15 @@ from dagster import (
     sensor,
 )
 
-from atlas_dagster.dagster_internals import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
+from atlas_dagster.core.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from atlas_dagster.domains import RAW_ASSET_KEYS
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.orchestration.run_coordinator import RAW_ASSET_KEYS, run_partition_bounds
-from atlas_dagster.partitions import tenant_partitions, tenants_in_range
+from atlas_dagster.partitions import (
+    is_tenant_day_key,
+    run_partition_bounds,
+    tenant_partitions,
+    tenants_in_range,
+)
 from atlas_dagster.reporting.collect import TenantReport, collect_reports
 from atlas_dagster.reporting.publish import Published, publish, tenant_folder
 from atlas_dagster.reporting.render import as_markdown, duration, text_calendar
@@ -160,7 +162,7 @@ def run_tenants(run: DagsterRun, tenants: Sequence[Tenant]) -> list[Tenant]:
     else:
         # A run of every asset of its job (no selection recorded): only raw and gold assets
         # are partitioned by date|tenant.
-        loads = "|" in bounds[0]
+        loads = is_tenant_day_key(bounds[0])
     return tenants_in_range(list(tenants), *bounds) if loads else []
 
 

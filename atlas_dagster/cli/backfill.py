@@ -12,6 +12,13 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
+from atlas_dagster.core.days import day_ranges
+from atlas_dagster.core.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    FLEET_TAG,
+    TENANT_TAG,
+)
 from atlas_dagster.core.waits import BoundedWait
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport
@@ -64,19 +71,11 @@ def _plan(args: argparse.Namespace) -> BackfillPlan:
 
 def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
     """Consecutive days of one tenant as (oldest, newest) key ranges, for the GraphQL selector."""
-    days = sorted(split_key(k)[0] for k in partition_keys)
-    if not days:
+    if not partition_keys:
         return []
     tenant = split_key(partition_keys[0])[1]
-    ranges, first, previous = [], days[0], days[0]
-    for day in days[1:] + [None]:
-        if day is not None and day == previous + dt.timedelta(days=1):
-            previous = day
-            continue
-        ranges.append((partition_key(first, tenant), partition_key(previous, tenant)))
-        if day is not None:
-            first = previous = day
-    return ranges
+    days = day_ranges(split_key(k)[0] for k in partition_keys)
+    return [(partition_key(first, tenant), partition_key(last, tenant)) for first, last in days]
 
 
 def _human_bytes(size: int) -> str:
@@ -169,7 +168,7 @@ def run_fleet_backfill(args: argparse.Namespace) -> int:
     api = DagsterApi(args.url)
     selection = {d.raw_table: [plan.partition_range] for d in plan.domains}
     window = f"{plan.start}..{plan.end}"
-    backfill_id = api.launch_backfill(selection, f"fleet {window}", {"atlas/fleet": window})
+    backfill_id = api.launch_backfill(selection, f"fleet {window}", {FLEET_TAG: window})
     print(f"launched backfill {backfill_id}: {len(plan.tenants)} tenant(s), newest day first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
     return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
@@ -197,7 +196,7 @@ def run_backfill(args: argparse.Namespace) -> int:
         if plan.partition_keys(domain)
     }
     title = f"{plan.tenant.key} {plan.start}..{plan.end}"
-    backfill_id = api.launch_backfill(selection, title, {"atlas/tenant": plan.tenant.key})
+    backfill_id = api.launch_backfill(selection, title, {TENANT_TAG: plan.tenant.key})
     print(f"launched backfill {backfill_id}: {len(plan.days)} tenant-day(s), newest first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
     return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
@@ -282,8 +281,8 @@ def run_load(args: argparse.Namespace) -> int:
             instance=instance,
             resources={"clickhouse": ClickHouseResource()},
             tags={
-                "dagster/asset_partition_range_start": min(keys),
-                "dagster/asset_partition_range_end": max(keys),
+                ASSET_PARTITION_RANGE_START_TAG: min(keys),
+                ASSET_PARTITION_RANGE_END_TAG: max(keys),
             },
             raise_on_error=False,
         )

@@ -8,6 +8,7 @@ from collections import Counter
 
 from atlas_dagster.checks.export_window import ExportState, listed_states
 from atlas_dagster.cli.backfill import print_readings, window_arguments
+from atlas_dagster.core.days import days_between
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
@@ -17,10 +18,6 @@ from atlas_dagster.tenants import load_tenants, tenant_by_key
 
 # Refused days printed per domain; the rest are counted.
 SHOWN_REFUSALS = 20
-
-
-def _days(first: dt.date, last: dt.date) -> list[dt.date]:
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def _verdict(state: ExportState) -> str:
@@ -48,7 +45,7 @@ def run_check_export(args: argparse.Namespace) -> int:
         ensure_schema(client)
         for domain in domains:
             own_first, own_last = tenant.window(domain.name)
-            days = _days(max(first, own_first), min(last, own_last))
+            days = days_between(max(first, own_first), min(last, own_last))
             if not days:
                 continue
             listed = source.list_window(domain.name, days)

@@ -10,6 +10,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from atlas_dagster.core.tags import BACKFILL_ID_TAG
+
 GRAPHQL_DIR = Path(__file__).parent / "graphql"
 DEFAULT_URL = "http://127.0.0.1:3000"
 FINISHED_BACKFILL_STATUSES = {
@@ -101,7 +103,7 @@ class DagsterApi:
     def unfinished_runs(self, backfill_id: str) -> list[str]:
         """The backfill's runs still queued or in progress."""
         run_filter = {
-            "tags": [{"key": "dagster/backfill", "value": backfill_id}],
+            "tags": [{"key": BACKFILL_ID_TAG, "value": backfill_id}],
             "statuses": ["QUEUED", "NOT_STARTED", "STARTING", "STARTED"],
         }
         result = self.call("backfill_runs", {"filter": run_filter})["runsOrError"]

@@ -17,6 +17,7 @@ from atlas_dagster.cli.dagster_api import DagsterApi, DagsterApiError, default_u
 from atlas_dagster.cli.dagster_dev import serve
 from atlas_dagster.cli.demo_data import write_demo_exports
 from atlas_dagster.cli.status import run_status
+from atlas_dagster.core.days import days_between
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS
 from atlas_dagster.partitions import partition_key
@@ -47,8 +48,7 @@ def _dagster(url: str) -> Iterator[DagsterApi]:
 
 
 def _days(tenant: Tenant) -> list[dt.date]:
-    first, last = tenant.start_date, tenant.last_date()
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    return days_between(tenant.start_date, tenant.last_date())
 
 
 def _gold_progress(instance: DagsterInstance, tenant: Tenant) -> tuple[int, int]:

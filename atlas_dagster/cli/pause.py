@@ -14,14 +14,8 @@ import socket
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
-from atlas_dagster.orchestration.backpressure import (
-    CONCURRENCY_TAG,
-    PAUSE_PREFIX,
-    pause_key,
-    pauses,
-    set_pause,
-)
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, CONCURRENCY_TAG
+from atlas_dagster.orchestration.backpressure import PAUSE_PREFIX, pause_key, pauses, set_pause
 
 
 def _scope(command: argparse.ArgumentParser) -> None:

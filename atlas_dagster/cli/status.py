@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import sys
 from collections.abc import Iterator
+from operator import itemgetter
 
 from dagster import DagsterInstance
 
 from atlas_dagster.cli.pause import running_loads
-from atlas_dagster.monitoring.scope import Scope
+from atlas_dagster.core.days import day_ranges
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.scope import Scope
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants
 
@@ -125,16 +128,12 @@ def table(rows: list[Row], columns: list[str]) -> str:
 def gap_ranges(gaps: list[Row]) -> list[Row]:
     """Consecutive missing days of one tenant and domain, as from..to ranges."""
     ranges: list[Row] = []
-    for gap in gaps:
-        day = gap["partition_date"]
-        last = ranges[-1] if ranges else None
-        same = last is not None and all(
-            last[k] == gap[k] for k in ("organization_id", "brand_id", "domain")
-        )
-        if same and last["to"] + dt.timedelta(days=1) == day:
-            last["to"], last["days"] = day, last["days"] + 1
-        else:
-            ranges.append({**gap, "from": day, "to": day, "days": 1})
+    lane = itemgetter("organization_id", "brand_id", "domain")
+    for _, rows in itertools.groupby(gaps, key=lane):
+        by_day = {row["partition_date"]: row for row in rows}
+        for first, last in day_ranges(by_day):
+            days = (last - first).days + 1
+            ranges.append({**by_day[first], "from": first, "to": last, "days": days})
     return ranges
 
 

@@ -10,9 +10,14 @@ from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, ma
 from atlas_dagster.assets.gold import RECONCILES_RAW
 from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.backfill import window_arguments
+from atlas_dagster.core.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    VERIFY_TAG,
+)
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
-from atlas_dagster.partitions import partition_key
+from atlas_dagster.partitions import date_of_key, partition_key
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -58,9 +63,9 @@ def run_verify(args: argparse.Namespace) -> int:
                 instance=instance,
                 resources=definitions.resources,  # ClickHouse as the code location wires it
                 tags={
-                    "dagster/asset_partition_range_start": partition_key(start, tenant.key),
-                    "dagster/asset_partition_range_end": partition_key(end, tenant.key),
-                    "atlas/verify": tenant.key,
+                    ASSET_PARTITION_RANGE_START_TAG: partition_key(start, tenant.key),
+                    ASSET_PARTITION_RANGE_END_TAG: partition_key(end, tenant.key),
+                    VERIFY_TAG: tenant.key,
                 },
                 raise_on_error=False,
             )
@@ -75,7 +80,7 @@ def run_verify(args: argparse.Namespace) -> int:
     print(f"verify {tenant.key} {first}..{last}: run(s) {', '.join(run_ids)}")
     for evaluation in evaluations:
         state = "ok  " if evaluation.passed else "FAIL"
-        day = (evaluation.partition or "").split("|", 1)[0]
+        day = date_of_key(evaluation.partition or "") or ""
         asset = evaluation.asset_key.to_user_string().removeprefix("tbt_raw_events_")
         detail = "" if evaluation.passed else f"  {evaluation.description}"
         print(f"{state}  {day}  {asset:31}  {evaluation.check_name:18}{detail}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from clickhouse_connect.driver.client import Client
 from dagster import MetadataValue
 
+from atlas_dagster.core.days import days_between
 from atlas_dagster.monitoring.status import tenant_days, tenant_window
 from atlas_dagster.tenants import Tenant
 
@@ -46,10 +47,6 @@ class DomainProgress:
         return sum(s.rows for s in self.days.values() if s.status == "completed")
 
 
-def _window_days(first: dt.date, last: dt.date) -> list[dt.date]:
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
-
-
 def domain_progress(
     client: Client, tenant: Tenant, first: dt.date, last: dt.date
 ) -> list[DomainProgress]:
@@ -62,7 +59,7 @@ def domain_progress(
     progress = []
     for domain in tenant.domains:  # each domain within its own dates, if it has some
         own_first, own_last = tenant.window(domain)
-        window = _window_days(max(first, own_first), min(last, own_last))
+        window = days_between(max(first, own_first), min(last, own_last))
         inside = set(window)
         days = {day: state for day, state in states[domain].items() if day in inside}
         progress.append(DomainProgress(domain, days, window))

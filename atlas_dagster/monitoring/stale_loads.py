@@ -17,8 +17,8 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from atlas_dagster import sql
 from atlas_dagster.core.workers import Worker, WorkerState, parse_worker, worker_state
-from atlas_dagster.monitoring.scope import EVERYTHING, Scope
 from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.scope import EVERYTHING, Scope
 
 _DEAD_WORKER = (WorkerState.GONE, WorkerState.REUSED)
 

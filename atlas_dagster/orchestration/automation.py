@@ -27,21 +27,16 @@ from dagster import (
     AutomationResult,
     BetaWarning,
     DagsterInstance,
-    DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
     MetadataValue,
     RunsFilter,
 )
 
-from atlas_dagster.dagster_internals import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
+from atlas_dagster.core.days import days_between
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable
-from atlas_dagster.partitions import TenantDay, split_key
+from atlas_dagster.partitions import TenantDay, is_tenant_day_key, run_partition_bounds, split_key
 from atlas_dagster.scope import in_scope
 from atlas_dagster.settings import automation_interval_seconds
 from atlas_dagster.tenants import Tenant
@@ -231,15 +226,6 @@ def snapshot(
     return _shared
 
 
-def _partition_bounds(run: DagsterRun) -> tuple[str, str] | None:
-    tags = run.tags
-    if PARTITION_NAME_TAG in tags:
-        return tags[PARTITION_NAME_TAG], tags[PARTITION_NAME_TAG]
-    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
-        return tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]
-    return None
-
-
 def in_progress_runs(instance: DagsterInstance, tenant_order: Sequence[str]) -> list[RunBox]:
     """Queued or running asset runs. A range of date|tenant keys spans the box of its dates and
     the tenants between its ends in the partitions' order (Dagster's multi-partition range)."""
@@ -247,8 +233,8 @@ def in_progress_runs(instance: DagsterInstance, tenant_order: Sequence[str]) -> 
     position = {tenant: i for i, tenant in enumerate(tenant_order)}
     for record in instance.get_run_records(RunsFilter(statuses=IN_PROGRESS)):
         run = record.dagster_run
-        bounds = _partition_bounds(run)
-        if not run.asset_selection or bounds is None or "|" not in bounds[0]:
+        bounds = run_partition_bounds(run.tags)
+        if not run.asset_selection or bounds is None or not is_tenant_day_key(bounds[0]):
             continue
         (first, first_tenant), (last, last_tenant) = split_key(bounds[0]), split_key(bounds[1])
         low, high = sorted((position.get(first_tenant, -1), position.get(last_tenant, -1)))
@@ -329,7 +315,7 @@ class GoldAfterRaw(AutomationCondition):
     def _reads(self, tenant: Tenant, day: dt.date) -> list[tuple[str, str]]:
         """(domain, raw partition key) of every in-scope raw day the gold day reads."""
         first = max(day - dt.timedelta(days=self._reach - 1), tenant.start_date)
-        days = [first + dt.timedelta(days=n) for n in range((day - first).days + 1)]
+        days = days_between(first, day)
         return [
             (domain, TenantDay(d, tenant.key).partition_key)
             for domain in self._sources(tenant)

@@ -38,7 +38,6 @@ from atlas_dagster.settings import (
     recovery_seconds,
 )
 
-CONCURRENCY_TAG = "atlas/insert_concurrency"
 PAUSE_PREFIX = "atlas/pause/"
 PAUSE_ALL = "all"
 PAUSE_READ_SECONDS = 1.0

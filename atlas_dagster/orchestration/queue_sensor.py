@@ -13,12 +13,9 @@ from dagster import (
     sensor,
 )
 
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG, backfill_is_requested
-from atlas_dagster.orchestration.run_coordinator import (
-    HELD_TAG,
-    release_backfill,
-    release_if_fully_submitted,
-)
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, HELD_TAG
+from atlas_dagster.dagster_internals import backfill_is_requested
+from atlas_dagster.orchestration.run_coordinator import release_backfill, release_if_fully_submitted
 
 # A backfill submits its runs within seconds; a hold older than this means submission stopped.
 HOLD_TIMEOUT_SECONDS = 120

@@ -32,9 +32,14 @@ from atlas_dagster.checks.raw import (
 )
 from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
 from atlas_dagster.core.phases import process_cpu_seconds
+from atlas_dagster.core.tags import (
+    BACKFILL_ID_TAG,
+    CONCURRENCY_TAG,
+    COVERED_BY_TAG,
+    FLEET_LEADER_TAG,
+)
 from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
-from atlas_dagster.dagster_internals import BACKFILL_ID_TAG
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.faults import Fault, classify
@@ -53,25 +58,14 @@ from atlas_dagster.loading.inbound import (
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
-from atlas_dagster.orchestration.backpressure import (
-    CONCURRENCY_TAG,
-    Backpressure,
-    PauseWatch,
-    pause_keys,
-    probe,
-)
+from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
 from atlas_dagster.orchestration.pools import (
     RunSlots,
     day_priority,
     ensure_insert_pool,
 )
-from atlas_dagster.orchestration.run_coordinator import (
-    COVERED_BY_TAG,
-    FLEET_LEADER_TAG,
-    fleet_partition_keys,
-)
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
-from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
+from atlas_dagster.partitions import TenantDay, backfill_raw_partitions, tenant_days_newest_first
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
 from atlas_dagster.settings import ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
@@ -236,7 +230,7 @@ class RawRun:
         tags = self.context.run.tags
         if FLEET_LEADER_TAG not in tags or BACKFILL_ID_TAG not in tags:
             return list(self.context.partition_keys)
-        by_asset = fleet_partition_keys(self.context.instance, tags[BACKFILL_ID_TAG])
+        by_asset = backfill_raw_partitions(self.context.instance, tags[BACKFILL_ID_TAG])
         keys = sorted({k for a in self.context.selected_asset_keys for k in by_asset.get(a, [])})
         self.context.log.info(
             f"fleet backfill: loading all {len(keys)} tenant-day(s) of backfill "

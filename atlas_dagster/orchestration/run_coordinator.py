@@ -12,9 +12,8 @@ the others are covered by it (`fleet_tags`).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import (
@@ -27,28 +26,26 @@ from dagster import (
     SubmitRunContext,
 )
 
-from atlas_dagster.dagster_internals import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
+from atlas_dagster.core.tags import (
     BACKFILL_ID_TAG,
-    PARTITION_NAME_TAG,
+    COVERED_BY_TAG,
+    FLEET_LEADER_TAG,
+    HELD_TAG,
+    LANE_GROUP_TAG,
     PRIORITY_TAG,
-    backfill_target_partitions,
-    coordinator_instance,
 )
-from atlas_dagster.domains import DOMAINS
+from atlas_dagster.dagster_internals import backfill_target_partitions, coordinator_instance
+from atlas_dagster.domains import RAW_ASSET_KEYS
 from atlas_dagster.orchestration.pools import day_priority
-from atlas_dagster.partitions import partitions_for
+from atlas_dagster.partitions import (
+    backfill_raw_partitions,
+    date_of_key,
+    partitions_for,
+    run_partition_bounds,
+    tenant_of_key,
+)
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants
-
-HELD_TAG = "atlas/held"
-LANE_GROUP_TAG = "atlas/backfill-lanes"
-# A fleet backfill (raw runs over several tenants): one run loads the whole target, so that one
-# scheduler orders every tenant's days newest first; the others find their days covered by it.
-FLEET_LEADER_TAG = "atlas/fleet-leader"
-COVERED_BY_TAG = "atlas/covered-by"
-RAW_ASSET_KEYS = frozenset(AssetKey(d.raw_table) for d in DOMAINS.values())
 
 # The queue limits that make the tags above work, always in force whatever dagster.yaml says.
 TAG_CONCURRENCY_LIMITS: list[dict[str, Any]] = [
@@ -59,32 +56,12 @@ TAG_CONCURRENCY_LIMITS: list[dict[str, Any]] = [
 log = logging.getLogger("atlas_dagster.run_coordinator")
 
 
-def run_partition_bounds(tags: Mapping[str, str]) -> tuple[str, str] | None:
-    """(first, last) partition key of a run, or None for an unpartitioned run."""
-    if PARTITION_NAME_TAG in tags:
-        return tags[PARTITION_NAME_TAG], tags[PARTITION_NAME_TAG]
-    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
-        return tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]
-    return None
-
-
-def _date_of(partition_key: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(partition_key.split("|", 1)[0])
-    except ValueError:
-        return None
-
-
-def _tenant_of(partition_key: str) -> str:
-    return partition_key.split("|", 1)[1] if "|" in partition_key else ""
-
-
 def priority_tags(run: DagsterRun) -> dict[str, str]:
     """A priority from the run's newest partition date, unless someone set one already."""
     bounds = run_partition_bounds(run.tags)
     if PRIORITY_TAG in run.tags or bounds is None:
         return {}
-    dates = [d for d in (_date_of(bounds[0]), _date_of(bounds[1])) if d is not None]
+    dates = [d for d in (date_of_key(bounds[0]), date_of_key(bounds[1])) if d is not None]
     return {PRIORITY_TAG: str(day_priority(max(dates)))} if dates else {}
 
 
@@ -98,7 +75,7 @@ def backfill_tags(run: DagsterRun) -> dict[str, str]:
     bounds = run_partition_bounds(run.tags)
     if not backfill_id or bounds is None or not loads_raw(run):
         return {}
-    first, last = (_tenant_of(b) for b in bounds)
+    first, last = (tenant_of_key(b) for b in bounds)
     tenant = first if first == last else "*"
     return {HELD_TAG: "true", LANE_GROUP_TAG: f"{backfill_id}:{tenant}"}
 
@@ -157,12 +134,12 @@ def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> b
 def fleet_assets(instance: DagsterInstance, backfill_id: str) -> frozenset[AssetKey] | None:
     """The raw assets of a backfill over several tenants whose raw assets all target the same
     partitions (what makes it a fleet), or None."""
-    target = fleet_partition_keys(instance, backfill_id)
+    target = backfill_raw_partitions(instance, backfill_id)
     keysets = {frozenset(keys) for keys in target.values()}
     if len(keysets) != 1:
         return None
     [keys] = keysets
-    return frozenset(target) if len({_tenant_of(k) for k in keys}) > 1 else None
+    return frozenset(target) if len({tenant_of_key(k) for k in keys}) > 1 else None
 
 
 def fleet_tags(
@@ -189,16 +166,6 @@ def fleet_tags(
     if leaders:
         return {COVERED_BY_TAG: leaders[0].run_id}
     return {FLEET_LEADER_TAG: "true"}
-
-
-def fleet_partition_keys(instance: DagsterInstance, backfill_id: str) -> dict[AssetKey, list[str]]:
-    """The raw partitions a fleet backfill targets, per asset: what its leader run loads."""
-    target = backfill_target_partitions(instance, backfill_id) or {}
-    return {
-        asset_key: list(subset.get_partition_keys())
-        for asset_key, subset in target.items()
-        if asset_key in RAW_ASSET_KEYS
-    }
 
 
 class AtlasRunCoordinator(QueuedRunCoordinator):

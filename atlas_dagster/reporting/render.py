@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import Iterable
 
+from atlas_dagster.core.days import day_ranges
 from atlas_dagster.reporting.advice import ClientFailure
 from atlas_dagster.reporting.collect import (
     COMPLETED,
@@ -375,16 +376,6 @@ def _what_to_change(actionable: list[ClientFailure]) -> str:
     )
 
 
-def _ranges(days: list[dt.date]) -> list[tuple[dt.date, dt.date]]:
-    ranges: list[tuple[dt.date, dt.date]] = []
-    for day in sorted(days):
-        if ranges and ranges[-1][1] + dt.timedelta(days=1) == day:
-            ranges[-1] = (ranges[-1][0], day)
-        else:
-            ranges.append((day, day))
-    return ranges
-
-
 def _not_exported(failures: list[ClientFailure]) -> str:
     if not failures:
         return ""
@@ -394,7 +385,8 @@ def _not_exported(failures: list[ClientFailure]) -> str:
     items = []
     for domain, days in sorted(by_domain.items()):
         spans = ", ".join(
-            f"{a}" if a == b else f"{a} → {b} ({(b - a).days + 1} days)" for a, b in _ranges(days)
+            f"{a}" if a == b else f"{a} → {b} ({(b - a).days + 1} days)"
+            for a, b in day_ranges(days)
         )
         items.append(f"<li><b>{_esc(domain)}</b>: {_esc(spans)}</li>")
     return (
