@@ -23,7 +23,8 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row

@@ -11,7 +11,8 @@ from atlas_dagster.cli.backfill import print_readings, window_arguments
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 

@@ -20,7 +20,9 @@ from atlas_dagster.cli.status import run_status
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS
 from atlas_dagster.partitions import partition_key
-from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.resources.schema import apply_schema
 from atlas_dagster.scope import in_scope
 from atlas_dagster.settings import atlas_home, backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, load_tenants

@@ -15,8 +15,9 @@ from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.core.waits import LOGGER as WAIT_LOGGER
 from atlas_dagster.core.waits import WaitTimeout
-from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import EngineOpenError
+from atlas_dagster.resources.schema import apply_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
@@ -86,7 +87,7 @@ def _check_and_sweep() -> None:
     from dagster import DagsterInstance
 
     from atlas_dagster.monitoring.stale_loads import sweep
-    from atlas_dagster.resources.clickhouse import ensure_schema
+    from atlas_dagster.resources.schema import ensure_schema
 
     with DagsterInstance.get() as instance:
         with ClickHouseResource().session() as client:

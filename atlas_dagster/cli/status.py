@@ -15,7 +15,8 @@ from dagster import DagsterInstance
 from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.monitoring.scope import Scope
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants
 

@@ -72,7 +72,8 @@ from atlas_dagster.orchestration.run_coordinator import (
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
 
