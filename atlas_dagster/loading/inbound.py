@@ -159,14 +159,6 @@ def _source_function(tenant: Tenant, cluster: str | None) -> tuple[str, dict[str
     return f"s3({args})", parameters
 
 
-def s3_http_url(tenant: Tenant, uri: str) -> str:
-    bucket, key = split_s3_uri(uri)
-    if tenant.s3.endpoint_url:
-        return f"{tenant.s3.endpoint_url.rstrip('/')}/{bucket}/{key}"
-    region = tenant.s3.region or "us-east-1"
-    return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
-
-
 def _source(
     tenant: Tenant, day_export: DayExport, structure: str, cluster: str | None
 ) -> tuple[str, dict[str, object]]:
@@ -177,7 +169,7 @@ def _source(
         return function, {
             **parameters,
             "structure": structure,
-            "source_url": s3_http_url(tenant, glob),
+            "source_url": tenant.s3.object_url(*split_s3_uri(glob)),
         }
     return function, {**parameters, "structure": structure, "source_path": glob[len("file://") :]}
 
