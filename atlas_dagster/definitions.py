@@ -14,7 +14,8 @@ from atlas_dagster.orchestration.automation import gold_automation_sensor
 from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
 from atlas_dagster.orchestration.sensors import backfill_log_sensors
 from atlas_dagster.partitions import partitions_for
-from atlas_dagster.resources.clickhouse import ClickHouseResource, is_embedded
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import is_embedded
 from atlas_dagster.settings import DSN_VARIABLE, check_load_limits, clickhouse_dsn, tenants_file
 from atlas_dagster.tenants import Tenant, load_tenants
 

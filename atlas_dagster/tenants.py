@@ -22,6 +22,8 @@ REGION_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+){0,4}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 ENDPOINT_PATH_RE = re.compile(r"^[A-Za-z0-9._/-]*$")
+# The region of an AWS object URL when the tenants file names none (AWS's own default).
+DEFAULT_REGION = "us-east-1"
 S3_FIELDS = ("endpoint_url", "region", "access_key_id_env", "secret_access_key_env")
 
 
@@ -35,6 +37,18 @@ class S3Settings:
     region: str | None = None
     access_key_id_env: str | None = None
     secret_access_key_env: str | None = None
+
+    def object_url(self, bucket: str, key: str) -> str:
+        """The object's HTTP URL (what ClickHouse's s3() reads): path-style under the tenant's
+        endpoint, else AWS's virtual-hosted URL in the tenant's region."""
+        if self.endpoint_url:
+            return f"{self.endpoint_url.rstrip('/')}/{bucket}/{key}"
+        return f"https://{bucket}.s3.{self.region or DEFAULT_REGION}.amazonaws.com/{key}"
+
+    def client_options(self) -> dict[str, str | None]:
+        """The endpoint and region an S3 client (boto3, dagster-aws) is given: the tenant's, or
+        None for the client's own default."""
+        return {"endpoint_url": self.endpoint_url, "region_name": self.region}
 
     def credentials(self) -> tuple[str, str] | None:
         """Reads the keys from the environment variables the file names (never from the file)."""

@@ -11,7 +11,9 @@ from pathlib import Path
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, job, op
 
 from atlas_dagster.core.workers import Worker, start_ticks
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 
 LOG_COLUMNS = (

@@ -19,7 +19,8 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.core.tags import CONCURRENCY_TAG
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.gold_support import materialize_range

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from atlas_dagster.resources.clickhouse import ClickHouseResource, embedded_path
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import embedded_path
 from atlas_dagster.resources.embedded_engine import InflightBytes, other_waiters
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs

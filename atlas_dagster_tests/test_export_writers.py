@@ -14,7 +14,7 @@ from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.loading.inbound import count_day
-from atlas_dagster.resources.clickhouse import ensure_schema
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.conftest import log_row, scalar

@@ -127,6 +127,36 @@ def test_good_s3_settings_still_load(tmp_path: Path) -> None:
         assert tenant.s3.region == s3.get("region")
 
 
+@pytest.mark.parametrize(
+    ("s3", "url"),
+    [
+        ({}, "https://acme-exports.s3.us-east-1.amazonaws.com/atlas/x.parquet"),
+        (
+            {"region": "eu-west-1"},
+            "https://acme-exports.s3.eu-west-1.amazonaws.com/atlas/x.parquet",
+        ),
+        (
+            {"endpoint_url": "http://127.0.0.1:8333/"},
+            "http://127.0.0.1:8333/acme-exports/atlas/x.parquet",
+        ),
+        (
+            {"region": "garage", "endpoint_url": "https://minio.internal:9000/storage"},
+            "https://minio.internal:9000/storage/acme-exports/atlas/x.parquet",
+        ),
+    ],
+)
+def test_endpoint_and_region_resolve_in_one_place(tmp_path: Path, s3: dict, url: str) -> None:
+    """ClickHouse's s3() reads the object's URL; boto gets the tenant's endpoint and region as
+    written (None: its own default)."""
+    path = _tenants(tmp_path, source="s3://acme-exports/atlas", s3=S3_BASE | s3)
+    [tenant] = load_tenants(path)
+    assert tenant.s3.object_url("acme-exports", "atlas/x.parquet") == url
+    assert tenant.s3.client_options() == {
+        "endpoint_url": s3.get("endpoint_url"),
+        "region_name": s3.get("region"),
+    }
+
+
 def test_a_backfill_wait_with_no_webserver_reports_and_gives_up_at_its_bound(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

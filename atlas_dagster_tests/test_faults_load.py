@@ -23,7 +23,8 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
@@ -167,7 +168,8 @@ CONCURRENT_LOADER = textwrap.dedent(
     from pathlib import Path
     from atlas_dagster.domains import get_domain
     from atlas_dagster.loading.inbound import load_day
-    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
     [tenant] = load_tenants(Path(os.environ["ATLAS_TENANTS_FILE"]))
     clickhouse = ClickHouseResource(dsn=os.environ["ATLAS_CLICKHOUSE_DSN"], lock_wait_seconds=120)

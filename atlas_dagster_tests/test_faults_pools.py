@@ -151,7 +151,7 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
     write_bulk_day(site.tenant, "casino", KILLED_DAY, KILLED_DAY_ROWS)
     clickhouse = ClickHouseResource(dsn=site.dsn, lock_wait_seconds=60)
     with clickhouse.session() as client:  # the schema up front, so the killed INSERT starts soon
-        from atlas_dagster.resources.clickhouse import apply_schema
+        from atlas_dagster.resources.schema import apply_schema
 
         apply_schema(client)
 

@@ -22,7 +22,8 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.loading.inbound import count_day
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.gold_support import materialize_range

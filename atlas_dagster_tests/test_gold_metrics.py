@@ -7,7 +7,8 @@ import pytest
 
 from atlas_dagster.gold.replay import reconcile_day, replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.gold_support import generated, gold_rows, load

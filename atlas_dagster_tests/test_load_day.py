@@ -13,7 +13,7 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportError, day_folder
 from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day
-from atlas_dagster.resources.clickhouse import ensure_schema
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.validation.schema import ValidationError
 from atlas_dagster_tests.conftest import log_row, scalar
 
@@ -300,7 +300,7 @@ def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
     wins FINAL."""
     from atlas_dagster.checks.raw import read_log_row
     from atlas_dagster.loading import backfill_log
-    from atlas_dagster.resources.clickhouse import ensure_schema
+    from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import Tenant
 
     nasty = "".join(map(chr, range(256))) + "é€😀 {x:String} %(y)s $rows ?'); DROP TABLE t; --\\"

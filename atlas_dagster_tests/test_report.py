@@ -26,7 +26,8 @@ from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.reporting.advice import OUR_SIDE, diagnose
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
-from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import S3Settings, Tenant, load_tenants
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry

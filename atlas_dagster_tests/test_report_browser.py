@@ -13,7 +13,9 @@ from playwright.sync_api import sync_playwright
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry

@@ -14,7 +14,7 @@ from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.loading.inbound import load_day
-from atlas_dagster.resources.clickhouse import ensure_schema
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.backfill_log_rows import (
     dead_worker,

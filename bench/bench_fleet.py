@@ -110,7 +110,8 @@ def setup(count: int, base: Path, interval: int) -> FleetSetup:
 
 def seed_backfill_log(fleet: FleetSetup) -> int:
     """The full history 'completed' in backfill_log, so the stale sweep reads a fleet's log."""
-    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    from atlas_dagster.resources.schema import ensure_schema
 
     days = (END - START).days + 1
     text = (REPO / "bench" / "sql" / "seed_backfill_log.sql").read_text()

@@ -415,7 +415,8 @@ def timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, subprocess
 
 
 def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
-    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
 

@@ -407,7 +407,7 @@ def worker_bare(dsn: str, glob: str, settings_sql: str = BARE_ENGINE_SETTINGS) -
     """One bare INSERT SELECT from file() into the raw table, on a fresh chDB directory."""
     import clickhouse_connect
 
-    from atlas_dagster.resources.clickhouse import apply_schema
+    from atlas_dagster.resources.schema import apply_schema
 
     client = clickhouse_connect.get_client(dsn=dsn)
     apply_schema(client)

@@ -27,7 +27,8 @@ from pathlib import Path
 from atlas_dagster.gold.tables import GOLD_TABLES, identifier
 from atlas_dagster.reporting.collect import build_report, collect_reports, read_fleet
 from atlas_dagster.reporting.publish import publish, tenant_folder
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 
 REPO = Path(__file__).resolve().parents[1]

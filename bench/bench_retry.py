@@ -35,7 +35,8 @@ from atlas_dagster.exports import layout
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
 from atlas_dagster.loading.retry import RetryPolicy
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
 from atlas_dagster_tests.s3_server import run_s3_server

@@ -77,7 +77,7 @@ def bare_worker(dsn: str, plan_path: str) -> None:
     import clickhouse_connect
 
     from atlas_dagster.domains import DOMAINS
-    from atlas_dagster.resources.clickhouse import apply_schema
+    from atlas_dagster.resources.schema import apply_schema
 
     client = clickhouse_connect.get_client(dsn=dsn)
     apply_schema(client)

@@ -151,7 +151,8 @@ def _bench_cli(env: dict[str, str], tenant, days: int, storage: str) -> dict[str
 
 
 def run(days: int, rows: int, storages: list[str]) -> list[dict[str, Any]]:
-    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
 

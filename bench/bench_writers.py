@@ -167,7 +167,8 @@ def worker_pipeline(form: str, dsn: str) -> None:
     """The pipeline's load of the day on a fresh engine: its INSERT's seconds."""
     from atlas_dagster.domains import DOMAINS
     from atlas_dagster.loading.inbound import load_day
-    from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+    from atlas_dagster.resources.clickhouse import ClickHouseResource
+    from atlas_dagster.resources.schema import ensure_schema
 
     clickhouse = ClickHouseResource(dsn=dsn)
     with clickhouse.session() as client:
@@ -181,7 +182,7 @@ def worker_bare(folder: str, dsn: str, settings: str) -> None:
     """A bare INSERT ... SELECT from file() into the raw table with the given settings."""
     import clickhouse_connect
 
-    from atlas_dagster.resources.clickhouse import apply_schema
+    from atlas_dagster.resources.schema import apply_schema
 
     client = clickhouse_connect.get_client(dsn=dsn)
     apply_schema(client)

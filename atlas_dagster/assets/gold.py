@@ -30,7 +30,8 @@ from atlas_dagster.gold.replay import DayReplay, Reconciliation, reconcile_day, 
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable
 from atlas_dagster.orchestration.automation import gold_automation_condition
 from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import in_scope
 from atlas_dagster.settings import liability_lookback_days
 from atlas_dagster.tenants import Tenant, tenant_by_key

@@ -13,7 +13,8 @@ from atlas_dagster.checks.export_window import window_states
 from atlas_dagster.checks.results import CheckOutcome
 from atlas_dagster.domains import Domain
 from atlas_dagster.loading.inbound import count_day
-from atlas_dagster.resources.clickhouse import ClickHouseResource, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import Tenant
 
 RAW_CHECK_NAMES = ("log_completed", "rows_reconcile", "schema_conformance")

@@ -12,6 +12,7 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.core.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -33,7 +34,6 @@ from atlas_dagster.orchestration.backfill_plan import (
     export_sizes,
 )
 from atlas_dagster.partitions import partition_key, split_key
-from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 from atlas_dagster.validation.schema import column_readings
@@ -66,7 +66,7 @@ def _tenant(args: argparse.Namespace) -> Tenant:
 def _plan(args: argparse.Namespace) -> BackfillPlan:
     only = "missing" if args.only_missing else "failed" if args.only_failed else "all"
     domains = args.domains.split(",") if args.domains else None
-    return build_plan(ClickHouseResource(), _tenant(args), domains, args.start, args.end, only)
+    return build_plan(engine(), _tenant(args), domains, args.start, args.end, only)
 
 
 def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
@@ -184,7 +184,7 @@ def run_backfill(args: argparse.Namespace) -> int:
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
-        print_plan(plan, sizes, estimate_duration(ClickHouseResource(), plan, sizes))
+        print_plan(plan, sizes, estimate_duration(engine(), plan, sizes))
         return 0
     if not plan.days:
         print(f"nothing to backfill for {plan.tenant.key}: every selected day is in its state")
@@ -279,7 +279,7 @@ def run_load(args: argparse.Namespace) -> int:
             raw_assets(tenants, partitions_for(tenants)),
             selection=[d.raw_table for d in plan.domains],
             instance=instance,
-            resources={"clickhouse": ClickHouseResource()},
+            resources={"clickhouse": engine()},
             tags={
                 ASSET_PARTITION_RANGE_START_TAG: min(keys),
                 ASSET_PARTITION_RANGE_END_TAG: max(keys),

@@ -8,11 +8,12 @@ from collections import Counter
 
 from atlas_dagster.checks.export_window import ExportState, listed_states
 from atlas_dagster.cli.backfill import print_readings, window_arguments
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.core.days import days_between
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -37,7 +38,7 @@ def run_check_export(args: argparse.Namespace) -> int:
         f"check-export {tenant.key} {first}..{last}: every file's schema, footers and rows "
         "against the contract, read inside ClickHouse; nothing is written"
     )
-    clickhouse = ClickHouseResource()
+    clickhouse = engine()
     source = ExportSource(tenant)
     exports: list[tuple[Domain, DayExport]] = []
     failing = 0

@@ -16,12 +16,14 @@ from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi, DagsterApiError, default_url
 from atlas_dagster.cli.dagster_dev import serve
 from atlas_dagster.cli.demo_data import write_demo_exports
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.cli.status import run_status
 from atlas_dagster.core.days import days_between
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS
 from atlas_dagster.partitions import partition_key
-from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema, query_rows
+from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.resources.schema import apply_schema
 from atlas_dagster.scope import in_scope
 from atlas_dagster.settings import atlas_home, backfill_wait_seconds, tenants_file
 from atlas_dagster.tenants import Tenant, load_tenants
@@ -84,7 +86,7 @@ def _print_gold(tenant: Tenant) -> None:
         "brand_id": tenant.brand_id,
         "since": since,
     }
-    with ClickHouseResource().session() as client:
+    with engine().session() as client:
         rows = query_rows(client, sql.query("demo_gold_summary"), parameters)
     print(f"\natlas.gold_ggr_daily FINAL, {tenant.key}, from {since}:")
     columns = ["day", "vertical", "currency", "bets", "turnover", "payouts", "ggr"]
@@ -96,7 +98,7 @@ def _print_gold(tenant: Tenant) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     tenant = load_tenants(tenants_file())[0]
     print(f"writing demo exports for {tenant.key}: {write_demo_exports(tenant)} rows")
-    with ClickHouseResource().session() as client:
+    with engine().session() as client:
         print(f"applied {apply_schema(client)} statements from sql/schema")
     with _dagster(args.url) as api:
         selection = {

@@ -11,18 +11,19 @@ from dagster import DagsterInvariantViolationError
 
 from atlas_dagster.cli import backfill, check_export, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.core.waits import LOGGER as WAIT_LOGGER
 from atlas_dagster.core.waits import WaitTimeout
-from atlas_dagster.resources.clickhouse import ClickHouseResource, apply_schema
 from atlas_dagster.resources.embedded_engine import EngineOpenError
+from atlas_dagster.resources.schema import apply_schema
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
 
 def _init_db(_: argparse.Namespace) -> int:
-    with ClickHouseResource().session() as client:
+    with engine().session() as client:
         print(f"applied {apply_schema(client)} statements from sql/schema")
     return 0
 
@@ -86,10 +87,10 @@ def _check_and_sweep() -> None:
     from dagster import DagsterInstance
 
     from atlas_dagster.monitoring.stale_loads import sweep
-    from atlas_dagster.resources.clickhouse import ensure_schema
+    from atlas_dagster.resources.schema import ensure_schema
 
     with DagsterInstance.get() as instance:
-        with ClickHouseResource().session() as client:
+        with engine().session() as client:
             ensure_schema(client)
             result = sweep(client, instance)
     for item in result.marked:
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_and_sweep()
         return args.run(args)
     except OPERATOR_ERRORS as exc:
-        text = ClickHouseResource().redact(str(exc)).strip().splitlines()
+        text = engine().redact(str(exc)).strip().splitlines()
         print(f"atlas-dagster: {text[0] if text else type(exc).__name__}", file=sys.stderr)
         return 2
     finally:

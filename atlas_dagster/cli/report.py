@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, tenant_folder
 from atlas_dagster.reporting.render import duration
-from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import reports_location, tenants_file
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     tenant = tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
     folder = args.out.rstrip("/") or tenant_folder(reports_location(), tenant)
-    [report] = collect_reports(ClickHouseResource(), [tenant])
+    [report] = collect_reports(engine(), [tenant])
     published = publish(report, tenant, folder)
     failed = sum(d.failed for d in report.domains)
     print(

@@ -14,10 +14,11 @@ from operator import itemgetter
 
 from dagster import DagsterInstance
 
+from atlas_dagster.cli.engine import engine
 from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import Scope
 from atlas_dagster.settings import tenants_file
 from atlas_dagster.tenants import load_tenants
@@ -94,7 +95,7 @@ def run_status(args: argparse.Namespace) -> int:
         raise ValueError("--gap-days must be at least 1")
     scope = Scope(args.org, args.brand, args.domain)
     tenants = load_tenants(tenants_file())
-    with _dagster_instance() as instance, ClickHouseResource().session() as client:
+    with _dagster_instance() as instance, engine().session() as client:
         ensure_schema(client)
         report = collect(client, tenants, scope, instance, args.gap_days)
         loads = running_loads(instance) if instance is not None else []

@@ -101,8 +101,7 @@ def s3_resource(tenant: Tenant) -> S3Resource:
     """dagster-aws's S3Resource configured for one tenant's bucket and keys."""
     credentials = tenant.s3.credentials()
     return S3Resource(
-        region_name=tenant.s3.region,
-        endpoint_url=tenant.s3.endpoint_url,
+        **tenant.s3.client_options(),
         aws_access_key_id=credentials[0] if credentials else None,
         aws_secret_access_key=credentials[1] if credentials else None,
     )

@@ -12,7 +12,7 @@ from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
 from atlas_dagster.gold.tables import GoldTable, identifier
-from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.resources.connection import query_rows, run_command
 from atlas_dagster.tenants import Tenant
 
 Number = int | Decimal
@@ -89,9 +89,10 @@ def replay_day(
     computed_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     query_id = f"atlas-gold-{uuid.uuid4()}"
     parameters = day_parameters(table, tenant, day, lookback_days) | {"computed_at": computed_at}
-    client.command(
+    run_command(
+        client,
         sql.query(table.replay_query, **table.source_tables()),
-        parameters=parameters,
+        parameters,
         settings={"query_id": query_id},
     )
     rows_written, rows_deleted, totals = _written(client, table, parameters)
@@ -117,4 +118,4 @@ def reconcile_day(
     if gold.keys() != raw.keys():
         raise ValueError(f"{table.reconcile_query}: gold {sorted(gold)} vs raw {sorted(raw)}")
     replayed = sql.query("gold_day_replayed", gold_table=identifier(table.name))
-    return Reconciliation(gold, raw, bool(int(client.command(replayed, parameters=parameters))))
+    return Reconciliation(gold, raw, bool(int(run_command(client, replayed, parameters))))

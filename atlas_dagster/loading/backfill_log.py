@@ -9,6 +9,7 @@ from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
 from atlas_dagster.core.workers import current_worker
+from atlas_dagster.resources.connection import run_command
 
 
 def _now() -> dt.datetime:
@@ -78,7 +79,7 @@ def as_row(entry: LogEntry) -> dict[str, object]:
 
 
 def previous_attempt(client: Client, entry: LogEntry) -> int:
-    return int(client.command(sql.query("previous_attempt"), parameters=entry.key()) or 0)
+    return int(run_command(client, sql.query("previous_attempt"), entry.key()) or 0)
 
 
 def _new_version(entry: LogEntry, status: str) -> None:
@@ -93,4 +94,4 @@ def _new_version(entry: LogEntry, status: str) -> None:
 def write(client: Client, entry: LogEntry, status: str) -> None:
     """Writes the entry's new state: one row, every value bound."""
     _new_version(entry, status)
-    client.command(sql.query("log_state"), parameters={n: getattr(entry, n) for n in COLUMNS})
+    run_command(client, sql.query("log_state"), {n: getattr(entry, n) for n in COLUMNS})

@@ -24,7 +24,9 @@ from atlas_dagster.loading.errors import (
     PartitionOutOfScope,
 )
 from atlas_dagster.loading.faults import classify
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import run_command
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows
 from atlas_dagster.validation.schema import DaySchema, check_schema
@@ -157,14 +159,6 @@ def _source_function(tenant: Tenant, cluster: str | None) -> tuple[str, dict[str
     return f"s3({args})", parameters
 
 
-def s3_http_url(tenant: Tenant, uri: str) -> str:
-    bucket, key = split_s3_uri(uri)
-    if tenant.s3.endpoint_url:
-        return f"{tenant.s3.endpoint_url.rstrip('/')}/{bucket}/{key}"
-    region = tenant.s3.region or "us-east-1"
-    return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
-
-
 def _source(
     tenant: Tenant, day_export: DayExport, structure: str, cluster: str | None
 ) -> tuple[str, dict[str, object]]:
@@ -175,7 +169,7 @@ def _source(
         return function, {
             **parameters,
             "structure": structure,
-            "source_url": s3_http_url(tenant, glob),
+            "source_url": tenant.s3.object_url(*split_s3_uri(glob)),
         }
     return function, {**parameters, "structure": structure, "source_path": glob[len("file://") :]}
 
@@ -245,16 +239,17 @@ def _day_parameters(tenant: Tenant, day: dt.date) -> dict[str, object]:
 
 def count_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> int:
     text = sql.query("count_day", raw_table=domain.raw_table)
-    return int(client.command(text, parameters=_day_parameters(tenant, day)))
+    return int(run_command(client, text, _day_parameters(tenant, day)))
 
 
 def clear_day(client: Client, domain: Domain, tenant: Tenant, day: dt.date) -> None:
     """Deletes the tenant-day's backfilled rows, if it has any (other ingestion paths stay)."""
     present = sql.query("backfill_rows_exist", raw_table=domain.raw_table)
-    if int(client.command(present, parameters=_day_parameters(tenant, day))):
-        client.command(
+    if int(run_command(client, present, _day_parameters(tenant, day))):
+        run_command(
+            client,
             sql.query("delete_day", raw_table=domain.raw_table),
-            parameters=_day_parameters(tenant, day),
+            _day_parameters(tenant, day),
         )
 
 
@@ -429,7 +424,7 @@ def _insert(
     unreachable source, a full disk, a cancel) is re-raised as it came.
     """
     try:
-        client.command(statement, parameters=parameters, settings={"query_id": prepared.query_id})
+        run_command(client, statement, parameters, settings={"query_id": prepared.query_id})
     except Exception as exc:
         if classify(exc).transient:
             # The service pushed back (TOO_MANY_PARTS, S3 503, …): rows cannot explain that, and
@@ -486,7 +481,7 @@ def kill_insert(clickhouse: ClickHouseResource, query_id: str) -> None:
     if clickhouse.is_embedded():
         return
     with clickhouse.session() as client:
-        client.command(sql.query("kill_query"), parameters={"query_id": query_id})
+        run_command(client, sql.query("kill_query"), {"query_id": query_id})
 
 
 def failure_message(clickhouse: ClickHouseResource, exc: BaseException, secrets: tuple) -> str:

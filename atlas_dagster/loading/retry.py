@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from atlas_dagster import sql
 from atlas_dagster.loading.faults import Fault
 from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import run_command
 from atlas_dagster.settings import retry_attempts, retry_base_seconds, retry_max_seconds
 
 # How long the resolution of an uncertain INSERT waits for the server to stop it (KILL ... SYNC
@@ -71,7 +72,7 @@ def resolve_uncertain(
     deadline = time.monotonic() + RESOLVE_WAIT_SECONDS
     with clickhouse.session() as client:
         killed = False
-        while int(client.command(sql.query("query_running"), parameters=parameters) or 0):
+        while int(run_command(client, sql.query("query_running"), parameters) or 0):
             if time.monotonic() > deadline:
                 raise UnresolvedInsert(
                     f"INSERT {query_id} still runs on the server after "
@@ -80,10 +81,10 @@ def resolve_uncertain(
             # KILL ... SYNC returns once the server stopped it: wait only if it is still listed.
             if killed and canceled.wait(RESOLVE_POLL_SECONDS):
                 break
-            client.command(sql.query("kill_query_sync"), parameters=parameters)
+            run_command(client, sql.query("kill_query_sync"), parameters)
             killed = True
         client.command(sql.query("flush_logs"))
-        outcome = str(client.command(sql.query("query_outcome"), parameters=parameters) or "")
+        outcome = str(run_command(client, sql.query("query_outcome"), parameters) or "")
     ended = {
         "QueryFinish": "it had finished: its rows are cleared before the next try",
         "ExceptionWhileProcessing": "it had failed on the server",

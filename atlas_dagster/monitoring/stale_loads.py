@@ -17,7 +17,7 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from atlas_dagster import sql
 from atlas_dagster.core.workers import Worker, WorkerState, parse_worker, worker_state
-from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.resources.connection import query_rows, run_command
 from atlas_dagster.scope import EVERYTHING, Scope
 
 _DEAD_WORKER = (WorkerState.GONE, WorkerState.REUSED)
@@ -123,7 +123,7 @@ def find_stale(
 def mark_failed(client: Client, load: RunningLoad, reason: str) -> bool:
     """Writes the 'failed' version unless the day moved on; True when that version is ours."""
     parameters = {**load.key(), "version": load.version, "error_message": reason}
-    client.command(sql.query("stale_loads/mark_failed"), parameters=parameters)
+    run_command(client, sql.query("stale_loads/mark_failed"), parameters)
     [current] = query_rows(client, sql.query("stale_loads/current_state"), load.key())
     return current["status"] == "failed" and current["error_message"] == reason
 

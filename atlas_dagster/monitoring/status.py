@@ -10,7 +10,7 @@ from dagster import DagsterInstance
 
 from atlas_dagster import sql
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
-from atlas_dagster.resources.clickhouse import query_rows
+from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.scope import Scope
 from atlas_dagster.tenants import Tenant
 

@@ -10,7 +10,9 @@ from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.partitions import partition_key
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema, query_rows
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import parallel_inserts, ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError
 from atlas_dagster.validation.schema import ValidationError, check_schema

@@ -66,7 +66,8 @@ from atlas_dagster.orchestration.pools import (
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, backfill_raw_partitions, tenant_days_newest_first
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import ramp_up_days
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
 

@@ -23,8 +23,9 @@ from atlas_dagster.monitoring.stale_loads import (
     sweep,
 )
 from atlas_dagster.orchestration.pools import INSERT_POOL, reclaim_dead_claims
-from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import EngineBusyError
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import stale_sweep_seconds
 
 # A tick must end well inside Dagster's sensor evaluation timeout (60 s), so a sensor waits for

@@ -11,12 +11,9 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
-from atlas_dagster.resources.clickhouse import (
-    ClickHouseResource,
-    dsn_password,
-    ensure_schema,
-    query_rows,
-)
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.resources.connection import dsn_password, query_rows
+from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import parallel_inserts
 from atlas_dagster.tenants import Tenant
 

@@ -1,33 +1,25 @@
-"""ClickHouse access through clickhouse-connect, embedded (chDB) or a server, with the chDB lock."""
+"""ClickHouseResource: sessions on one DSN's engine; embedded, one process at a time holds it."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import re
 import threading
-import weakref
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlparse
 
-import clickhouse_connect
-from clickhouse_connect.driver._backend.httpcommon import parse_command_body
 from clickhouse_connect.driver.client import Client
 from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
 from pydantic import PrivateAttr
 
-from atlas_dagster import sql
 from atlas_dagster.core.phases import PhaseTimer
 from atlas_dagster.core.waits import WaitLog
+from atlas_dagster.resources.connection import connect, dsn_password, embedded_path, is_embedded
 from atlas_dagster.resources.day_exclusion import (
     day_exclusion,
     day_key,
     in_process_day_exclusion,
 )
 from atlas_dagster.resources.embedded_engine import (
-    EngineOpenError,
     InflightBytes,
     KeptEngine,
     open_engine,
@@ -35,77 +27,6 @@ from atlas_dagster.resources.embedded_engine import (
 )
 from atlas_dagster.secrets import redact
 from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn, embedded_inflight_bytes
-
-
-def is_embedded(dsn: str) -> bool:
-    return dsn.startswith("chdb://")
-
-
-def embedded_path(dsn: str) -> Path:
-    return Path(urlparse(dsn).path)
-
-
-def dsn_password(dsn: str) -> str | None:
-    return urlparse(dsn).password
-
-
-_OS_ERROR_RE = re.compile(r"\[Errno -?\d+\] [^'\")]+")
-
-
-def connect(dsn: str) -> Client:
-    """A client for the DSN. Against a server, bound parameters (a tenant's S3 keys among them)
-    travel in the request body, never in the URL that proxies and access logs keep."""
-    if is_embedded(dsn):
-        return clickhouse_connect.get_client(dsn=dsn)
-    try:
-        client = clickhouse_connect.get_client(dsn=dsn, form_encode_query_params=True)
-    except Exception as exc:
-        raise EngineOpenError(
-            f"ClickHouse at {redact(dsn)} is unreachable: {_short_reason(exc, dsn)}"
-        ) from exc
-    return _commands_bind_in_body(client)
-
-
-def _commands_bind_in_body(client: Client) -> Client:
-    """clickhouse-connect 1.12 honours form_encode_query_params in query() and raw_query() but
-    not in command(), which always puts bound parameters in the URL (plan_command_request in
-    driver/_backend/httpcommon.py): this client's command() with parameters goes through
-    raw_query() instead, so they travel in the form-encoded body, and returns what command()
-    would (one value, a list of values, or '' when the statement returns nothing)."""
-    plain_command = client.command
-
-    def command(
-        cmd: str,
-        parameters: Any = None,
-        data: Any = None,
-        settings: dict | None = None,
-        use_database: bool = True,
-        external_data: Any = None,
-        transport_settings: dict[str, str] | None = None,
-    ) -> Any:
-        if not parameters or data is not None or external_data is not None:
-            return plain_command(
-                cmd, parameters, data, settings, use_database, external_data, transport_settings
-            )
-        body = client.raw_query(
-            cmd,
-            parameters,
-            settings,
-            use_database=use_database,
-            transport_settings=transport_settings,
-        )
-        return parse_command_body(body) if body else ""
-
-    client.command = command  # type: ignore[method-assign]
-    return client
-
-
-def _short_reason(exc: Exception, dsn: str) -> str:
-    """The OS error of a failed connection, else the first line of the server's answer."""
-    text = redact(str(exc), (dsn_password(dsn),))
-    found = _OS_ERROR_RE.search(text)
-    return found.group(0).strip() if found else text.splitlines()[0][:300] if text else repr(exc)
-
 
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
@@ -238,39 +159,3 @@ class ClickHouseResource(ConfigurableResource):
                 else:
                     del _KEPT[dsn]
                     engine.shut()
-
-
-def apply_schema(client: Client) -> int:
-    """Applies sql/schema/*.sql in order (every statement is idempotent) and records the digest."""
-    applied = 0
-    for path in sql.schema_files():
-        for statement in sql.statements(path):
-            client.command(statement)
-            applied += 1
-    client.command(sql.query("record_schema_digest"), parameters={"digest": sql.schema_digest()})
-    return applied
-
-
-def schema_is_current(client: Client) -> bool:
-    if not int(client.command(sql.query("schema_version_exists"))):
-        return False
-    return client.command(sql.query("schema_digest")) == sql.schema_digest()
-
-
-# Sessions (a kept engine's lasts many units of work) already checked: the files cannot change
-# under a running process.
-_SCHEMA_CHECKED: weakref.WeakSet[Client] = weakref.WeakSet()
-
-
-def ensure_schema(client: Client) -> None:
-    """Applies the DDL when the database is new or the schema files changed since last time."""
-    if client in _SCHEMA_CHECKED:
-        return
-    if not schema_is_current(client):
-        apply_schema(client)
-    _SCHEMA_CHECKED.add(client)
-
-
-def query_rows(client: Client, text: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    result = client.query(text, parameters=parameters)
-    return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
