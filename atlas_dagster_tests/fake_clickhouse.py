@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from atlas_dagster import sql
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import DayExport, ExportFile, day_folder
-from atlas_dagster.loading.inbound import PreparedDay
+from atlas_dagster.loading.day_load import PreparedDay
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.schema import DaySchema
 

@@ -11,10 +11,10 @@ from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
+from atlas_dagster_tests.load_support import load_day
 
 # The grouping columns of each gold table besides the tenant and the day.
 GOLD_KEYS: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ from atlas_dagster.cli.demo_data import arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
-from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.loading.day_load import count_day
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests import gold_reference as reference

@@ -18,7 +18,6 @@ from dagster import DagsterInstance, materialize
 
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.domains import get_domain
-from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import (
@@ -30,6 +29,7 @@ from atlas_dagster.resources.embedded_engine import (
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import LOCK_HOLDER, RAW_CHDB_HOLDER, cli, fault_site, python
+from atlas_dagster_tests.load_support import load_day
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 

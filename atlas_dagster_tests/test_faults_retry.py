@@ -21,7 +21,7 @@ from dagster import DagsterInstance, instance_for_test
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
-from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.loading.day_load import count_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant

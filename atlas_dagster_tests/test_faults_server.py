@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from atlas_dagster.loading.inbound import insert_day
+from atlas_dagster.loading.day_load import insert_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
 from atlas_dagster.tenants import load_tenants
@@ -106,7 +106,7 @@ LOADER = textwrap.dedent(
     """
     import datetime as dt, os, sys
     from dagster import DagsterInstance
-    from atlas_dagster.loading.inbound import insert_day
+    from atlas_dagster.loading.day_load import insert_day
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.tenants import load_tenants
     from atlas_dagster_tests.fake_clickhouse import prepared_day

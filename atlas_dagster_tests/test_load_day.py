@@ -2,6 +2,7 @@
 
 import datetime as dt
 import random
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportError, day_folder
-from atlas_dagster.loading.inbound import PartitionOutOfScope, load_day
+from atlas_dagster.loading.day_load import insert_day, prepare_day
+from atlas_dagster.loading.errors import LoadCanceled, PartitionOutOfScope
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.validation.schema import ValidationError
 from atlas_dagster_tests.conftest import log_row, scalar
+from atlas_dagster_tests.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
@@ -319,3 +322,31 @@ def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
     assert row["s3_path"] == nasty[::-1]
     assert row["updated_at"].replace(tzinfo=None) == entry.updated_at
     assert entry.updated_at.microsecond == 1
+
+
+def test_a_cancel_seen_after_the_insert_fails_the_day_and_clears_its_rows(
+    clickhouse, make_tenant
+) -> None:
+    """The embedded engine cannot stop its INSERT: a cancel set meanwhile still fails the day as
+    canceled once the INSERT returns, with its rows cleared and no after-load hook run."""
+    tenant = make_tenant(("casino",))
+    write_day(tenant, "casino", DAY, _rows(tenant, n=40), files=2)
+    prepared = prepare_day(clickhouse, tenant, CASINO, DAY, "run-canceled")
+    canceled = threading.Event()
+    canceled.set()
+    hooked: list[object] = []
+    with pytest.raises(LoadCanceled, match="the Dagster run was canceled during the INSERT"):
+        insert_day(
+            clickhouse,
+            prepared,
+            "run-canceled",
+            canceled=canceled,
+            after_load=lambda client, entry: hooked.append(entry),
+        )
+    assert hooked == []
+    assert _raw_count(clickhouse, tenant) == 0
+    entry = log_row(clickhouse, tenant, "casino", DAY)
+    assert entry["status"] == "failed" and entry["attempt"] == 1
+    assert entry["error_message"] == (
+        "LoadCanceled: the Dagster run was canceled during the INSERT"
+    )

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import AssetKey, DagsterEventType, instance_for_test
 
+from atlas_dagster.checks.export_window import ExportState
 from atlas_dagster.checks.raw import day_outcomes
 from atlas_dagster.checks.results import to_evaluation
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
@@ -141,15 +142,8 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
             for day in (FIRST, RELOADED, LAST):
                 asset, partition = f"tbt_raw_events_{domain}", f"{day}|{tenant.key}"
                 files = by_check[(asset, partition, "schema_conformance")].metadata["files"]
-                fresh = day_outcomes(
-                    client,
-                    tenant,
-                    get_domain(domain),
-                    day,
-                    expected[(domain, day)],
-                    None,
-                    files.value,
-                )
+                export = ExportState(files=files.value, rows=expected[(domain, day)], error=None)
+                fresh = day_outcomes(client, tenant, get_domain(domain), day, export)
                 for outcome in fresh:
                     read = to_evaluation(AssetKey(asset), partition, outcome)
                     loaded = by_check[(asset, partition, outcome.check_name)]

@@ -14,8 +14,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
 from atlas_dagster.core.waits import ClaimCanceled, WaitTimeout
+from atlas_dagster.loading.errors import LoadMismatchError
 from atlas_dagster.loading.faults import classify
-from atlas_dagster.loading.inbound import LoadMismatchError
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.orchestration.backpressure import Backpressure, Health
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot

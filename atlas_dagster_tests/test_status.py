@@ -13,7 +13,6 @@ from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
-from atlas_dagster.loading.inbound import load_day
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.backfill_log_rows import (
@@ -24,6 +23,7 @@ from atlas_dagster_tests.backfill_log_rows import (
     started_run,
 )
 from atlas_dagster_tests.dagster_stack import write_tenants
+from atlas_dagster_tests.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -25,11 +25,12 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import layout
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
-from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, load_day
+from atlas_dagster.loading.day_load import PreparedDay, diagnose_rows
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import describe
 from atlas_dagster.validation.schema import check_schema
+from atlas_dagster_tests.load_support import load_day
 from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 TRANSACTIONS = DOMAINS["transactions"]

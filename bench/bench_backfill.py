@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_load import _children_map, _rss_bytes
+from bench.protocol import phases_in_order
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -356,8 +357,6 @@ def backfill_runs(instance, backfill_id: str) -> list[str]:
 
 
 def phase_totals(days: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    from atlas_dagster.core.phases import in_order
-
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
     for day in days:
@@ -365,7 +364,9 @@ def phase_totals(days: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             wall[name] = wall.get(name, 0.0) + seconds
         for name, seconds in day["phases"].get("process_cpu_seconds", {}).items():
             cpu[name] = cpu.get(name, 0.0) + seconds
-    return {name: {"wall": wall[name], "cpu": cpu.get(name, 0.0)} for name in in_order(set(wall))}
+    return {
+        name: {"wall": wall[name], "cpu": cpu.get(name, 0.0)} for name in phases_in_order(set(wall))
+    }
 
 
 def backfill_summary(instance, backfill_id: str, rss: TreeRssByPid) -> dict[str, Any]:

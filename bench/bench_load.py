@@ -49,6 +49,7 @@ from bench.protocol import (
     DEFAULT_SETTLE_SECONDS,
     json_worker,
     median_run,
+    phases_in_order,
     settle,
     sides_in_order,
 )
@@ -398,7 +399,7 @@ def _process_cpu() -> float:
 
 def pipeline_settings_sql() -> str:
     """The pipeline INSERT's settings, for the reference bare run that uses them too."""
-    from atlas_dagster.loading.inbound import INSERT_SETTINGS
+    from atlas_dagster.loading.statements import INSERT_SETTINGS
 
     return ", ".join(f"{k} = {int(v)}" for k, v in INSERT_SETTINGS.items())
 
@@ -456,13 +457,13 @@ def worker_inspect(dsn: str, day: str) -> None:
         metadata = event.asset_materialization.metadata if event else {}
         partition = event.asset_materialization.partition if event else None
         run_events = _run_events(instance, event.run_id) if event else {}
-    from atlas_dagster.loading import inbound
+    from atlas_dagster.loading import statements
 
     print(
         json.dumps(
             {
-                "insert_settings": inbound.INSERT_SETTINGS,
-                "atlas_dagster_from": inbound.__file__,
+                "insert_settings": statements.INSERT_SETTINGS,
+                "atlas_dagster_from": statements.__file__,
                 "rows_loaded": int(row["rows_loaded"]),
                 "source_rows": int(row["source_rows"]),
                 "raw_rows_final": raw,
@@ -645,14 +646,13 @@ def summarize_phases(results: list[dict]) -> None:
     days = [r for r in results if (r.get("pipeline") or {}).get("phases")]
     if not days:
         return
-    from atlas_dagster.core.phases import in_order
 
     names: list[str] = []
     for r in days:
         for name in r["pipeline"]["phases"]["wall_seconds"]:
             if name not in names:
                 names.append(name)
-    names = in_order(names)
+    names = phases_in_order(names)
     print("\nphases of the pipeline's day (load_phases metadata): wall s / process CPU s")
     print(f"{'phase':<20} " + " ".join(f"{r['day']:>19}" for r in days))
     for name in names:

@@ -32,12 +32,13 @@ import pyarrow.parquet as pq
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports import layout
+from atlas_dagster.loading.day_load import insert_day, prepare_day
 from atlas_dagster.loading.faults import classify
-from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
 from atlas_dagster.loading.retry import RetryPolicy
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import S3Settings, Tenant
+from atlas_dagster_tests.load_support import load_day
 from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
 from atlas_dagster_tests.s3_server import run_s3_server
 

@@ -61,6 +61,7 @@ from bench.protocol import (
     DEFAULT_SETTLE_SECONDS,
     json_worker,
     median_run,
+    phases_in_order,
     settle,
     sides_in_order,
 )
@@ -205,7 +206,6 @@ def log_span(dsn: str) -> dict[str, Any]:
 
 def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
     """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
-    from atlas_dagster.core.phases import in_order
     from atlas_dagster_tests.insert_timeline import insert_intervals
     from atlas_dagster_tests.postgres_server import instance_at
 
@@ -223,7 +223,7 @@ def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None
     units = max(1, len(intervals))
     return {
         "units": len(intervals),
-        "mean_ms": {name: 1000 * wall[name] / units for name in in_order(set(wall))},
+        "mean_ms": {name: 1000 * wall[name] / units for name in phases_in_order(set(wall))},
         "dagster_events_per_unit": events / units,
     }
 

@@ -166,9 +166,9 @@ def write_cost_day(form: str, rows: int, files: int) -> str:
 def worker_pipeline(form: str, dsn: str) -> None:
     """The pipeline's load of the day on a fresh engine: its INSERT's seconds."""
     from atlas_dagster.domains import DOMAINS
-    from atlas_dagster.loading.inbound import load_day
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
+    from atlas_dagster_tests.load_support import load_day
 
     clickhouse = ClickHouseResource(dsn=dsn)
     with clickhouse.session() as client:

@@ -33,6 +33,14 @@ def sides_in_order(repeat: int, first: str, second: str) -> tuple[str, str]:
     return (first, second) if repeat % 2 == 0 else (second, first)
 
 
+def phases_in_order(names: list[str] | set[str]) -> list[str]:
+    """Phase names in the order a day's load runs them (core.phases.PHASES); unknown ones last."""
+    from atlas_dagster.core.phases import PHASES
+
+    known = [name for name, _ in PHASES if name in names]
+    return known + [name for name in names if name not in known]
+
+
 def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """The run whose `key` is the median (the lower one of an even count)."""
     ordered = sorted(runs, key=lambda run: run[key])

@@ -19,7 +19,8 @@ from atlas_dagster.exports.layout import (
     ExportSource,
     tenant_root,
 )
-from atlas_dagster.loading.inbound import PreparedDay, diagnose_rows, diagnosis_source
+from atlas_dagster.loading.day_load import PreparedDay, diagnose_rows
+from atlas_dagster.loading.statements import diagnosis_source
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows
@@ -52,7 +53,7 @@ def window_states(
         listed = ExportSource(tenant).list_window(domain.name, days)
     except Exception as exc:  # the check reports the export's problem instead of raising it
         error = clickhouse.redact(f"{type(exc).__name__}: {exc}", tenant.s3.credentials() or ())
-        return {day: ExportState(0, None, error) for day in days}
+        return {day: ExportState(files=0, rows=None, error=error) for day in days}
     return listed_states(client, clickhouse, tenant, domain, listed)
 
 
@@ -76,18 +77,22 @@ def listed_states(
         if isinstance(listing, DayExport):
             exports[day] = listing
         else:
-            states[day] = ExportState(0, None, failed(listing))
+            states[day] = ExportState(files=0, rows=None, error=failed(listing))
     schemas = _schemas(exports, domain, tenant)
     for day, schema in schemas.items():
         if isinstance(schema, Exception):
             export = exports.pop(day)
-            states[day] = ExportState(len(export.files), export.num_rows, failed(schema))
+            states[day] = ExportState(
+                files=len(export.files), rows=export.num_rows, error=failed(schema)
+            )
     for chunk in _chunks(sorted(exports), CHUNK_DAYS):
         for schema, group in _by_schema(chunk, schemas).items():
             errors = _row_errors(client, clickhouse, tenant, domain, schema, exports, group)
             for day in group:
                 export = exports[day]
-                states[day] = ExportState(len(export.files), export.num_rows, errors.get(day))
+                states[day] = ExportState(
+                    files=len(export.files), rows=export.num_rows, error=errors.get(day)
+                )
     return states
 
 
@@ -144,7 +149,7 @@ def _row_errors(
     cluster = clickhouse.resolved_cluster()
     try:
         window = {d: exports[d] for d in days}
-        found = _window_violations(client, cluster, tenant, domain, schema, window)
+        found = _window_violations(client, cluster, tenant, domain, schema, window, secrets)
     except Exception:
         found = None
     errors = {}
@@ -173,6 +178,7 @@ def _window_violations(
     domain: Domain,
     schema: DaySchema,
     exports: dict[dt.date, DayExport],
+    credentials: tuple[str, ...],
 ) -> dict[dt.date, list[rows.Violation]]:
     """diagnose_rows over many days' files in one query: the export laid out as one folder (the
     tenant-domain's) whose file names are day/file paths, each row held to the UTC day of the
@@ -187,7 +193,7 @@ def _window_violations(
     if not files:  # only days with no events (a complete export): no row to read
         return {}
     window = DayExport(root, tuple(files))
-    function, parameters = diagnosis_source(tenant, window, domain, schema, cluster)
+    function, parameters = diagnosis_source(tenant, window, domain, schema, credentials, cluster)
     tenant_ids = (tenant.organization_id, tenant.brand_id)
     found = rows.diagnose(
         client,

@@ -9,10 +9,10 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
-from atlas_dagster.checks.export_window import window_states
+from atlas_dagster.checks.export_window import ExportState, window_states
 from atlas_dagster.checks.results import CheckOutcome
 from atlas_dagster.domains import Domain
-from atlas_dagster.loading.inbound import count_day
+from atlas_dagster.loading.day_load import count_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import Tenant
@@ -89,14 +89,22 @@ def schema_conformance(error: str | None, files: int) -> CheckOutcome:
     return CheckOutcome("schema_conformance", True, "the export matches the contract", metadata)
 
 
+def outcomes(log_row: dict[str, Any], raw_events: int, export: ExportState) -> list[CheckOutcome]:
+    """The three checks of one day, from its log row, its raw table count and its export."""
+    return [
+        log_completed(log_row),
+        rows_reconcile(log_row, raw_events, export.rows),
+        schema_conformance(export.error, export.files),
+    ]
+
+
 def day_outcomes(
     client: Client,
     tenant: Tenant,
     domain: Domain,
     day: dt.date,
-    parquet_rows: int | None,
-    validation_error: str | None,
-    files: int,
+    export: ExportState,
+    *,
     raw_events: int | None = None,
     log_row: dict[str, Any] | None = None,
 ) -> list[CheckOutcome]:
@@ -108,11 +116,7 @@ def day_outcomes(
         log_row = read_log_row(client, tenant, domain, day)
     if raw_events is None:
         raw_events = count_day(client, domain, tenant, day)
-    return [
-        log_completed(log_row),
-        rows_reconcile(log_row, raw_events, parquet_rows),
-        schema_conformance(validation_error, files),
-    ]
+    return outcomes(log_row, raw_events, export)
 
 
 def session_outcomes(
@@ -120,12 +124,10 @@ def session_outcomes(
     tenant: Tenant,
     domain: Domain,
     day: dt.date,
-    parquet_rows: int | None,
-    validation_error: str | None,
-    files: int,
+    export: ExportState,
 ) -> list[CheckOutcome]:
     with clickhouse.session() as client:
-        return day_outcomes(client, tenant, domain, day, parquet_rows, validation_error, files)
+        return day_outcomes(client, tenant, domain, day, export)
 
 
 def window_outcomes(
@@ -151,13 +153,4 @@ def window_outcomes(
         events = {row["partition_date"]: int(row["events"]) for row in counts}
         states = window_states(client, clickhouse, tenant, domain, days)
     for day in days:
-        state = states[day]
-        log_row = log_rows.get(day, {})
-        yield (
-            day,
-            [
-                log_completed(log_row),
-                rows_reconcile(log_row, events.get(day, 0), state.rows),
-                schema_conformance(state.error, state.files),
-            ],
-        )
+        yield day, outcomes(log_rows.get(day, {}), events.get(day, 0), states[day])

@@ -33,12 +33,6 @@ PHASES: tuple[tuple[str, str], ...] = (
 )
 
 
-def in_order(names: list[str] | set[str]) -> list[str]:
-    """Phase names in the order they run; unknown names last, as given."""
-    known = [name for name, _ in PHASES if name in names]
-    return known + [name for name in names if name not in known]
-
-
 def process_cpu_seconds() -> float:
     """User + system CPU of the whole process: the embedded engine's threads count too."""
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -1,4 +1,4 @@
-"""The load's own failures, beneath both the load (inbound.py) and their classification
+"""The load's own failures, beneath both the load (day_load.py) and their classification
 (faults.py), so that neither imports the other's module to name them."""
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dagster import (
     Output,
 )
 
+from atlas_dagster.checks.export_window import ExportState
 from atlas_dagster.checks.raw import (
     RAW_CHECK_NAMES,
     day_outcomes,
@@ -42,12 +43,9 @@ from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
-from atlas_dagster.loading.faults import Fault, classify
-from atlas_dagster.loading.inbound import (
+from atlas_dagster.loading.day_load import (
     DayLoad,
     KnownDays,
-    OutsideDomainWindow,
-    PartitionOutOfScope,
     check_scope,
     failure_message,
     insert_day,
@@ -55,6 +53,8 @@ from atlas_dagster.loading.inbound import (
     known_days,
     prepare_day,
 )
+from atlas_dagster.loading.errors import OutsideDomainWindow, PartitionOutOfScope
+from atlas_dagster.loading.faults import Fault, classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
@@ -420,11 +420,13 @@ class RawRun:
         except Exception as exc:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, ())
+            refused = ExportState(files=0, rows=None, error=result.error)
             result.checks = session_outcomes(
-                self.clickhouse, work.tenant, work.domain, day, None, result.error, 0
+                self.clickhouse, work.tenant, work.domain, day, refused
             )
             return result, False
         day_export = prepared.day_export
+        validated = ExportState(files=len(day_export.files), rows=day_export.num_rows, error=None)
         self._query_ids[work] = prepared.query_id
 
         def checks_in_session(client: Client, entry: backfill_log.LogEntry) -> None:
@@ -439,9 +441,7 @@ class RawRun:
                     work.tenant,
                     work.domain,
                     day,
-                    day_export.num_rows,
-                    None,
-                    len(day_export.files),
+                    validated,
                     raw_events=entry.rows_loaded,
                     log_row=backfill_log.as_row(entry),
                 )
@@ -463,9 +463,9 @@ class RawRun:
                         self.clickhouse,
                         prepared,
                         self.run_id,
-                        canceled,
-                        checks_in_session,
-                        self._known.get(work.tenant.key),
+                        canceled=canceled,
+                        after_load=checks_in_session,
+                        known=self._known.get(work.tenant.key),
                     )
                 finally:
                     result.insert_finished_at = time.time()
@@ -477,13 +477,7 @@ class RawRun:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, prepared.secrets)
             result.checks = session_outcomes(
-                self.clickhouse,
-                work.tenant,
-                work.domain,
-                day,
-                day_export.num_rows,
-                None,
-                len(day_export.files),
+                self.clickhouse, work.tenant, work.domain, day, validated
             )
         return result, result.passed
 

@@ -1,0 +1,22 @@
+"""Test and bench helpers for loading a tenant-day outside a Dagster run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from atlas_dagster.domains import Domain
+from atlas_dagster.loading.day_load import DayLoad, insert_day, prepare_day
+from atlas_dagster.resources.clickhouse import ClickHouseResource
+from atlas_dagster.tenants import Tenant
+
+
+def load_day(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    run_id: str,
+) -> DayLoad:
+    """Validates, then loads one tenant-day; logs running → completed | failed and re-raises."""
+    prepared = prepare_day(clickhouse, tenant, domain, day, run_id)
+    return insert_day(clickhouse, prepared, run_id)
