@@ -36,6 +36,7 @@ from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.inbound import insert_day, load_day, prepare_day
 from atlas_dagster.loading.retry import RetryPolicy
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
+from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
 from atlas_dagster_tests.s3_server import run_s3_server
@@ -138,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         figures = local(Path(work), args.rows, args.repeat)
     figures |= s3(args.rows, args.repeat)
-    policy = RetryPolicy.from_settings()
+    policy = RetryPolicy.from_settings(LoadSettings.from_env())
     print(f"one casino day of {figures['rows']} rows, medians of {args.repeat} tries each:")
     print(f"  ok try (local files, day cleared first)  {figures['ok'] * 1000:8.1f} ms")
     print(f"  failed try, engine TOO_MANY_PARTS         {figures['engine_fail'] * 1000:8.1f} ms")

@@ -16,7 +16,7 @@ from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.monitoring.scope import Scope
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
 from atlas_dagster.resources.clickhouse import ClickHouseResource, ensure_schema
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants
 
 PROGRESS_COLUMNS = [
@@ -90,7 +90,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.gap_days < 1:
         raise ValueError("--gap-days must be at least 1")
     scope = Scope(args.org, args.brand, args.domain)
-    tenants = load_tenants(tenants_file())
+    tenants = load_tenants(current_settings().tenants_file)
     with _dagster_instance() as instance, ClickHouseResource().session() as client:
         ensure_schema(client)
         report = collect(client, tenants, scope, instance, args.gap_days)

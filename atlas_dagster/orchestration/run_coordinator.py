@@ -39,7 +39,7 @@ from atlas_dagster.dagster_internals import (
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.orchestration.pools import day_priority
 from atlas_dagster.partitions import partitions_for
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants
 
 HELD_TAG = "atlas/held"
@@ -109,7 +109,7 @@ def expected_raw_runs(instance: DagsterInstance, backfill_id: str) -> int | None
     target = backfill_target_partitions(instance, backfill_id)
     if target is None:
         return None
-    partitions_def = partitions_for(load_tenants(tenants_file()))
+    partitions_def = partitions_for(load_tenants(current_settings().tenants_file))
     groups = {
         frozenset(subset.get_partition_keys())
         for asset_key, subset in target.items()
