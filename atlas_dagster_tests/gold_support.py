@@ -14,6 +14,7 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
+from atlas_dagster_tests.conftest import run_resources
 from atlas_dagster_tests.load_support import load_day
 
 # The grouping columns of each gold table besides the tenant and the day.
@@ -68,7 +69,7 @@ def materialize_raw(
         selection=AssetSelection.assets(DOMAINS[domain].raw_table),
         partition_key=f"{day.isoformat()}|{tenant.key}",
         instance=instance,
-        resources={"clickhouse": clickhouse},
+        resources=run_resources(clickhouse),
     )
     assert result.success
 
@@ -86,7 +87,7 @@ def materialize_range(
         raw_assets([tenant], partitions_for([tenant])),
         selection=[DOMAINS[d].raw_table for d in domains],
         instance=instance,
-        resources={"clickhouse": clickhouse},
+        resources=run_resources(clickhouse),
         tags={
             "dagster/asset_partition_range_start": partition_key(first, tenant.key),
             "dagster/asset_partition_range_end": partition_key(last, tenant.key),

@@ -22,7 +22,7 @@ from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster_tests.conftest import log_row
+from atlas_dagster_tests.conftest import log_row, run_resources
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
@@ -42,7 +42,7 @@ def _materialize_casino(clickhouse, tenant, instance, **options) -> ExecuteInPro
         raw_assets([tenant], partitions_for([tenant])),
         selection=["tbt_raw_events_casino"],
         instance=instance,
-        resources={"clickhouse": clickhouse},
+        resources=run_resources(clickhouse),
         partition_key=f"{DAY}|{tenant.key}",
         **options,
     )

@@ -6,12 +6,29 @@ from pathlib import Path
 
 import pytest
 from dagster import AssetKey, AutomationCondition, EnvVar
+from dagster._core.remote_representation.external_data import (
+    RepositorySnap,
+    ResourceConfigEnvVarSnap,
+)
 
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.automation import GoldAfterRaw
+from atlas_dagster.settings import (
+    CLUSTER_VARIABLE,
+    EMBEDDED_INFLIGHT_MB,
+    HEALTH_QUERY_VARIABLE,
+    LOAD_BOUNDS,
+    LoadSettings,
+)
 from atlas_dagster_tests.dagster_stack import write_tenants
 
 SERVER_DSN = "http://atlas:s3cret-pw@127.0.0.1:8123"
+LOAD_VARIABLES = (
+    *(bound.variable for bound in LOAD_BOUNDS.values()),
+    HEALTH_QUERY_VARIABLE,
+    CLUSTER_VARIABLE,
+    EMBEDDED_INFLIGHT_MB.variable,
+)
 
 
 @pytest.fixture
@@ -76,3 +93,41 @@ def test_each_area_is_merged_into_the_code_location(deployment: Path) -> None:
     assert {s.name for s in defs.schedules or []} == {"client_progress_reports_daily"}
     assert defs.resolve_job_def("verify_gold")
     assert defs.executor is not None and defs.executor.name == "in_process"
+
+
+def _shown(defs, resource: str) -> dict[str, object]:
+    """The resource's configured values as the UI's Resources page gets them."""
+    snap = RepositorySnap.from_def(defs.get_repository_def())
+    [found] = [r for r in snap.resources if r.name == resource]
+    return dict(found.configured_values)
+
+
+def test_the_runs_tunables_are_a_resource_showing_the_variables_that_are_set(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in LOAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    defaults = build_definitions()
+    assert defaults.resources["atlas_settings"].load_settings() == LoadSettings()
+    # Runs read no setting from their environment: the ClickHouse fields are all configured.
+    assert defaults.resources["clickhouse"].cluster == ""
+    assert defaults.resources["clickhouse"].embedded_inflight_mb == 32
+    shown = _shown(defaults, "atlas_settings")
+    assert shown["parallel_inserts"] == "3" and shown["retry_max_seconds"] == "300.0"
+    assert not [v for v in shown.values() if isinstance(v, ResourceConfigEnvVarSnap)]
+
+    monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", "2")
+    monkeypatch.setenv("ATLAS_HEALTH_QUERY", "SELECT 1")
+    monkeypatch.setenv("ATLAS_RETRY_MAX_SECONDS", "30")
+    monkeypatch.setenv("ATLAS_EMBEDDED_INFLIGHT_MB", "8")
+    monkeypatch.setenv("ATLAS_CLICKHOUSE_CLUSTER", "main")
+    defs = build_definitions()
+    shown = _shown(defs, "atlas_settings")
+    assert shown["parallel_inserts"] == ResourceConfigEnvVarSnap(name="ATLAS_MAX_PARALLEL_INSERTS")
+    assert shown["health_query"] == ResourceConfigEnvVarSnap(name="ATLAS_HEALTH_QUERY")
+    assert shown["retry_max_seconds"] == "30.0"  # no float EnvVar in Dagster: its value
+    clickhouse = _shown(defs, "clickhouse")
+    assert clickhouse["embedded_inflight_mb"] == ResourceConfigEnvVarSnap(
+        name="ATLAS_EMBEDDED_INFLIGHT_MB"
+    )
+    assert clickhouse["cluster"] == ResourceConfigEnvVarSnap(name="ATLAS_CLICKHOUSE_CLUSTER")

@@ -27,7 +27,7 @@ from atlas_dagster.resources.embedded_engine import (
     release_file_lock,
 )
 from atlas_dagster_tests.bulk_exports import write_bulk_day
-from atlas_dagster_tests.conftest import log_row
+from atlas_dagster_tests.conftest import log_row, run_resources
 from atlas_dagster_tests.faults_support import LOCK_HOLDER, RAW_CHDB_HOLDER, cli, fault_site, python
 from atlas_dagster_tests.load_support import load_day
 
@@ -150,7 +150,7 @@ def test_an_engine_wait_shows_in_the_cli_and_in_the_dagster_run_log(tmp_path: Pa
             raw_assets(tenants, partitions_for(tenants)),
             selection=["tbt_raw_events_casino"],
             instance=instance,
-            resources={"clickhouse": ClickHouseResource(dsn=site.dsn, lock_wait_seconds=60)},
+            resources=run_resources(ClickHouseResource(dsn=site.dsn, lock_wait_seconds=60)),
             partition_key=f"{DAY}|{site.tenant.key}",
         )
         killer.join()

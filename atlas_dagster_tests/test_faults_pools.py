@@ -88,7 +88,6 @@ def test_claims_of_dead_processes_and_ended_or_unknown_runs_are_freed(tmp_path: 
 def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
     tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setenv("ATLAS_SLOT_WAIT_SECONDS", "3")
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         holder = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
@@ -97,7 +96,13 @@ def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
         with insert_slot(instance, holder.run_id, "raw_events[casino|held]", 1, threading.Event()):
             with pytest.raises(SlotWaitTimeout) as raised:
                 with insert_slot(
-                    instance, "run-b", "raw_events[casino|waiting]", 2, threading.Event(), log
+                    instance,
+                    "run-b",
+                    "raw_events[casino|waiting]",
+                    2,
+                    threading.Event(),
+                    log,
+                    wait_seconds=3,  # the run's ATLAS_SLOT_WAIT_SECONDS
                 ):
                     pass
         waited = time.monotonic() - started

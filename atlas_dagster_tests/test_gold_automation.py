@@ -23,8 +23,9 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.automation import GOLD_SENSOR_NAME, gold_automation_sensor
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import SettingsError, liability_lookback_days
+from atlas_dagster.settings import AUTOMATION_SECONDS, Settings, SettingsError
 from atlas_dagster.tenants import Tenant
+from atlas_dagster_tests.conftest import run_resources
 from atlas_dagster_tests.gold_support import materialize_raw
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
@@ -55,7 +56,7 @@ class Sensor:
         embedded: bool = True,
     ) -> None:
         self.defs = Definitions(
-            assets=raw_and_gold(tenants, embedded), resources={"clickhouse": clickhouse}
+            assets=raw_and_gold(tenants, embedded), resources=run_resources(clickhouse)
         )
         self.clickhouse, self.tenants, self.instance = clickhouse, tenants, instance
         self.cursor = None
@@ -151,13 +152,13 @@ def test_the_code_location_runs_the_gold_sensor_by_default() -> None:
 def test_liability_window_follows_the_lookback_setting(monkeypatch, make_tenant) -> None:
     tenant = make_tenant()
     monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", "7")
-    assert liability_lookback_days() == 7
+    assert Settings.from_env().liability_lookback_days == 7
     for bad in ("0", "-3", "ninety", "1.5"):
         monkeypatch.setenv("ATLAS_LIABILITY_LOOKBACK_DAYS", bad)
         with pytest.raises(SettingsError, match="ATLAS_LIABILITY_LOOKBACK_DAYS"):
-            liability_lookback_days()
+            Settings.from_env()
     monkeypatch.delenv("ATLAS_LIABILITY_LOOKBACK_DAYS")
-    assert liability_lookback_days() == 90
+    assert Settings.from_env().liability_lookback_days == 90
     # The window is the automation's (not a Dagster partition mapping): it follows the setting.
     [liability] = [
         a
@@ -196,8 +197,8 @@ def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> Non
     tenant = make_tenant(("casino",))
     defs = Definitions(
         assets=raw_and_gold([tenant]),
-        sensors=[gold_automation_sensor()],
-        resources={"clickhouse": clickhouse},
+        sensors=[gold_automation_sensor(AUTOMATION_SECONDS.default)],
+        resources=run_resources(clickhouse),
     )
     sensor = defs.resolve_sensor_def(GOLD_SENSOR_NAME)
     partition = f"{day(3)}|{tenant.key}"

@@ -71,15 +71,17 @@ def test_production_code_never_imports_test_helpers_or_test_only_dependencies() 
 
 
 def test_settings_defaults_follow_atlas_home_not_the_package(tmp_path, monkeypatch) -> None:
-    from atlas_dagster import settings
+    from atlas_dagster.settings import Settings, current_settings
 
     monkeypatch.delenv("ATLAS_CLICKHOUSE_DSN", raising=False)
     monkeypatch.delenv("ATLAS_TENANTS_FILE", raising=False)
     monkeypatch.delenv("ATLAS_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert settings.clickhouse_dsn() == f"chdb://{tmp_path.resolve()}/.atlas/clickhouse"
-    assert settings.tenants_file() == tmp_path.resolve() / "tenants.yaml"
+    for settings in (Settings.from_env(), current_settings()):
+        assert settings.clickhouse_dsn == f"chdb://{tmp_path.resolve()}/.atlas/clickhouse"
+        assert settings.tenants_file == tmp_path.resolve() / "tenants.yaml"
     home = tmp_path / "home"
     monkeypatch.setenv("ATLAS_HOME", str(home))
-    assert settings.clickhouse_dsn() == f"chdb://{home.resolve()}/.atlas/clickhouse"
-    assert settings.tenants_file() == home.resolve() / "tenants.yaml"
+    for settings in (Settings.from_env(), current_settings()):
+        assert settings.clickhouse_dsn == f"chdb://{home.resolve()}/.atlas/clickhouse"
+        assert settings.tenants_file == home.resolve() / "tenants.yaml"

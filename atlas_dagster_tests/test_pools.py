@@ -17,21 +17,20 @@ from atlas_dagster.orchestration.pools import (
     ensure_insert_pool,
     insert_slot,
 )
-from atlas_dagster.settings import SettingsError, check_load_limits
+from atlas_dagster.settings import LoadSettings, Settings, SettingsError
 
 
 def _limit(instance: DagsterInstance) -> int | None:
     return instance.event_log_storage.get_concurrency_info(INSERT_POOL).limit
 
 
-def test_a_fresh_instance_gets_the_projects_limit(monkeypatch) -> None:
-    monkeypatch.delenv("ATLAS_MAX_PARALLEL_INSERTS", raising=False)
+def test_a_fresh_instance_gets_the_projects_limit() -> None:
     with instance_for_test() as instance:
-        assert ensure_insert_pool(instance) == 3
+        assert ensure_insert_pool(instance, LoadSettings.from_env({}).parallel_inserts) == 3
         assert _limit(instance) == 3
-    monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", "4")
+    four = LoadSettings.from_env({"ATLAS_MAX_PARALLEL_INSERTS": "4"})
     with instance_for_test() as instance:
-        assert ensure_insert_pool(instance) == 4
+        assert ensure_insert_pool(instance, four.parallel_inserts) == 4
 
 
 def test_an_operators_lower_limit_is_kept_and_a_limit_above_four_refused() -> None:
@@ -58,7 +57,7 @@ def test_a_configured_parallelism_outside_one_to_four_is_refused_at_load(
 ) -> None:
     monkeypatch.setenv("ATLAS_MAX_PARALLEL_INSERTS", value)
     with pytest.raises(SettingsError, match="ATLAS_MAX_PARALLEL_INSERTS"):
-        check_load_limits()
+        Settings.from_env()
     with pytest.raises(SettingsError):
         build_definitions()
 
@@ -67,7 +66,7 @@ def test_a_configured_parallelism_outside_one_to_four_is_refused_at_load(
 def test_ramp_up_days_must_be_three_to_five(monkeypatch, value) -> None:
     monkeypatch.setenv("ATLAS_RAMP_UP_DAYS", value)
     with pytest.raises(SettingsError, match="between 3 and 5"):
-        check_load_limits()
+        Settings.from_env()
 
 
 def _started_run(instance: DagsterInstance) -> str:

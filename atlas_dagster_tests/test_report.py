@@ -28,6 +28,7 @@ from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
+from atlas_dagster.settings import Settings
 from atlas_dagster.tenants import S3Settings, Tenant, load_tenants
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
@@ -273,7 +274,8 @@ def test_asset_schedule_and_sensor_on_a_real_instance(
     for i, tenant in enumerate(tenants):
         _seed(clickhouse, tenant, 10 + i)
     monkeypatch.setenv("ATLAS_REPORTS_LOCATION", str(tmp_path / "reports"))
-    report_asset, job, daily, after_loads = report_definitions_parts(tenants)
+    # As definitions.py builds them, from the settings read when the code location loads.
+    report_asset, job, daily, after_loads = report_definitions_parts(tenants, Settings.from_env())
     defs = Definitions(
         assets=[report_asset],
         jobs=[job],

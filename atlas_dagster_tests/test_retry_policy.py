@@ -200,11 +200,10 @@ class _Log:
         self.lines.append(msg)
 
 
-def test_pushback_steps_down_at_once_and_recovers_one_step_per_calm_period(monkeypatch) -> None:
-    monkeypatch.setenv("ATLAS_BACKPRESSURE_RECOVERY_SECONDS", "10")
+def test_pushback_steps_down_at_once_and_recovers_one_step_per_calm_period() -> None:
     now = [0.0]
     log, published = _Log(), []
-    pressure = Backpressure(4, log, published.append, clock=lambda: now[0])
+    pressure = Backpressure(4, log, published.append, clock=lambda: now[0], recovery_seconds=10)
     pressure.transient_failure("S3 503 SlowDown")
     assert pressure.limit == 2
     pressure.observe(Health(max_parts=10, parts_to_delay_insert=1000, pushed_back_inserts=7))

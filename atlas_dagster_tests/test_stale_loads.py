@@ -27,7 +27,7 @@ from atlas_dagster.monitoring.stale_loads import mark_failed, running_loads
 from atlas_dagster.orchestration.sensors import (
     backfill_log_canceled_runs,
     backfill_log_failed_runs,
-    backfill_log_stale_sweep,
+    stale_sweep_sensor,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.scope import Scope
@@ -47,6 +47,8 @@ pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
 DAYS = [dt.date(2026, 10, 1) + dt.timedelta(days=i) for i in range(6)]
 TAIL = "; the load stopped without logging its result"
+# The sweep as the code location builds it (its interval is ATLAS_STALE_SWEEP_SECONDS).
+backfill_log_stale_sweep = stale_sweep_sensor(30)
 
 
 def test_worker_states_from_proc() -> None:

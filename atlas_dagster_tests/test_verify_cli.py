@@ -61,12 +61,13 @@ def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseRes
 
 def _materialize(selection: list[str], tags: dict[str, str]) -> str:
     """One run on the instance of DAGSTER_HOME, as the code location defines it; its run id."""
+    definitions = build_definitions()
     with DagsterInstance.get() as instance:
         result = materialize(
-            list(build_definitions().assets or []),
+            list(definitions.assets or []),
             selection=selection,
             instance=instance,
-            resources={"clickhouse": ClickHouseResource()},
+            resources=definitions.resources,
             tags=tags,
         )
     assert result.success

@@ -37,6 +37,7 @@ from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
+from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster_tests.load_support import load_day
 from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
@@ -140,7 +141,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         figures = local(Path(work), args.rows, args.repeat)
     figures |= s3(args.rows, args.repeat)
-    policy = RetryPolicy.from_settings()
+    policy = RetryPolicy.from_settings(LoadSettings.from_env())
     print(f"one casino day of {figures['rows']} rows, medians of {args.repeat} tries each:")
     print(f"  ok try (local files, day cleared first)  {figures['ok'] * 1000:8.1f} ms")
     print(f"  failed try, engine TOO_MANY_PARTS         {figures['engine_fail'] * 1000:8.1f} ms")

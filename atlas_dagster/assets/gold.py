@@ -33,7 +33,6 @@ from atlas_dagster.partitions import TenantDay, tenant_days_newest_first
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import liability_lookback_days
 from atlas_dagster.tenants import Tenant, tenant_by_key
 
 GOLD_GROUP = "gold"
@@ -223,20 +222,20 @@ def gold_asset(
 def gold_assets(
     tenants: Sequence[Tenant],
     partitions_def: MultiPartitionsDefinition,
-    lookback_days: int | None = None,
+    lookback_days: int,
     *,
     embedded: bool,
 ) -> list[AssetsDefinition]:
-    """`embedded`: whether the wired ClickHouse is the embedded engine (definitions.py decides it
-    from the same DSN setting the resource is configured from)."""
-    lookback = liability_lookback_days() if lookback_days is None else lookback_days
-    if lookback < 1:
+    """`lookback_days`: the liability's window (ATLAS_LIABILITY_LOOKBACK_DAYS); `embedded`:
+    whether the wired ClickHouse is the embedded engine (definitions.py decides both from the
+    code location's settings, the latter from the DSN the resource is configured with)."""
+    if lookback_days < 1:
         raise ValueError(
-            f"the liability lookback must be a positive number of days, not {lookback}"
+            f"the liability lookback must be a positive number of days, not {lookback_days}"
         )
     # Embedded: gold replays would share the one engine with the raw INSERTs.
     return [
-        gold_asset(table, tenants, partitions_def, lookback, embedded)
+        gold_asset(table, tenants, partitions_def, lookback_days, embedded)
         for table in GOLD_TABLES.values()
     ]
 

@@ -18,6 +18,7 @@ from dagster import (
 from atlas_dagster.checks.raw import RAW_CHECK_DESCRIPTIONS, RAW_CHECK_NAMES
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.orchestration.raw_run import RAW_STEP, RawRun
+from atlas_dagster.resources.atlas_settings import AtlasSettings
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 
@@ -70,8 +71,12 @@ def raw_assets(
         backfill_policy=BackfillPolicy.single_run(),
     )
     def raw_events(
-        context: AssetExecutionContext, clickhouse: ClickHouseResource
+        context: AssetExecutionContext,
+        clickhouse: ClickHouseResource,
+        atlas_settings: AtlasSettings,
     ) -> Iterator[AssetMaterialization]:
-        yield from RawRun(context, clickhouse, tenants).events()
+        # The run's tunables come from its resource (definitions.py wires it from the code
+        # location's settings; a launchpad run may override them), never from the environment.
+        yield from RawRun(context, clickhouse, tenants, atlas_settings.load_settings()).events()
 
     return [raw_events]

@@ -44,7 +44,7 @@ from atlas_dagster.reporting.collect import TenantReport, collect_reports
 from atlas_dagster.reporting.publish import Published, publish, tenant_folder
 from atlas_dagster.reporting.render import as_markdown, duration, text_calendar
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.settings import report_cron, reports_location
+from atlas_dagster.settings import DEFAULT_PARALLEL_INSERTS, Settings
 from atlas_dagster.tenants import Tenant, tenant_by_key
 
 REPORT_KEY = AssetKey("client_progress_report")
@@ -78,18 +78,29 @@ def report_metadata(report: TenantReport, published: Published) -> dict[str, Met
 
 
 def write_reports(
-    clickhouse: ClickHouseResource, tenants: Sequence[Tenant], location: str
+    clickhouse: ClickHouseResource,
+    tenants: Sequence[Tenant],
+    location: str,
+    parallel_inserts: int = DEFAULT_PARALLEL_INSERTS,
 ) -> list[tuple[TenantReport, Published]]:
     """Every tenant's report from one read of the fleet, each written to its own folder."""
     folders = [tenant_folder(location, t) for t in tenants]  # a bad location fails first
-    reports = collect_reports(clickhouse, tenants)
+    reports = collect_reports(clickhouse, tenants, parallel_inserts=parallel_inserts)
     return [
         (report, publish(report, tenant, folder))
         for report, tenant, folder in zip(reports, tenants, folders, strict=True)
     ]
 
 
-def report_asset(tenants: Sequence[Tenant], partitions: StaticPartitionsDefinition):
+def report_asset(
+    tenants: Sequence[Tenant],
+    partitions: StaticPartitionsDefinition,
+    location: str,
+    parallel_inserts: int,
+):
+    """`location`: ATLAS_REPORTS_LOCATION; `parallel_inserts`: ATLAS_MAX_PARALLEL_INSERTS, for
+    the time left against a server (both from the code location's settings)."""
+
     @multi_asset(
         name="client_progress_report",
         specs=[
@@ -113,7 +124,7 @@ def report_asset(tenants: Sequence[Tenant], partitions: StaticPartitionsDefiniti
         context: AssetExecutionContext, clickhouse: ClickHouseResource
     ) -> Iterator[AssetMaterialization]:
         chosen = [tenant_by_key(list(tenants), key) for key in context.partition_keys]
-        for report, published in write_reports(clickhouse, chosen, reports_location()):
+        for report, published in write_reports(clickhouse, chosen, location, parallel_inserts):
             context.log.info(f"{report.key}: {report.percent:.1f}% → {published.html}")
             yield AssetMaterialization(
                 asset_key=REPORT_KEY,
@@ -133,10 +144,12 @@ def range_request(tenants: Sequence[Tenant], run_key: str | None = None) -> RunR
     return RunRequest(run_key=run_key, tags=tags)
 
 
-def report_schedule(tenants: Sequence[Tenant], job) -> ScheduleDefinition:
+def report_schedule(tenants: Sequence[Tenant], job, cron: str) -> ScheduleDefinition:
+    """Every tenant's report on `cron` (ATLAS_REPORT_CRON)."""
+
     @schedule(
         name="client_progress_reports_daily",
-        cron_schedule=report_cron(),
+        cron_schedule=cron,
         job=job,
         default_status=DefaultScheduleStatus.RUNNING,
         execution_timezone="UTC",
@@ -219,13 +232,16 @@ def report_job():
     return define_asset_job(REPORT_JOB, selection=[REPORT_KEY])
 
 
-def report_definitions_parts(tenants: Sequence[Tenant]):
-    """The asset, its job, the schedule and the sensor, for definitions.py."""
+def report_definitions_parts(tenants: Sequence[Tenant], settings: Settings):
+    """The asset, its job, the schedule and the sensor, for definitions.py (`settings`: the
+    code location's)."""
     partitions = tenant_partitions(list(tenants))
     job = report_job()
     return (
-        report_asset(tenants, partitions),
+        report_asset(
+            tenants, partitions, settings.reports_location, settings.load.parallel_inserts
+        ),
         job,
-        report_schedule(tenants, job),
+        report_schedule(tenants, job, settings.report_cron),
         after_loads_sensor(tenants, job),
     )

@@ -34,7 +34,7 @@ from atlas_dagster.orchestration.backfill_plan import (
     export_sizes,
 )
 from atlas_dagster.partitions import partition_key, split_key
-from atlas_dagster.settings import backfill_wait_seconds, tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
 from atlas_dagster.validation.schema import column_readings
 
@@ -60,7 +60,7 @@ def _positive_seconds(value: str) -> float:
 
 
 def _tenant(args: argparse.Namespace) -> Tenant:
-    return tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
+    return tenant_by_key(load_tenants(current_settings().tenants_file), f"{args.org}.{args.brand}")
 
 
 def _plan(args: argparse.Namespace) -> BackfillPlan:
@@ -161,7 +161,9 @@ def run_fleet_backfill(args: argparse.Namespace) -> int:
             "tenant with --org/--brand (a fleet backfill loads the whole window)"
         )
     domains = args.domains.split(",") if args.domains else None
-    plan = build_fleet_plan(load_tenants(tenants_file()), domains, args.start, args.end)
+    plan = build_fleet_plan(
+        load_tenants(current_settings().tenants_file), domains, args.start, args.end
+    )
     print_fleet_plan(plan)
     if args.dry_run:
         return 0
@@ -184,7 +186,8 @@ def run_backfill(args: argparse.Namespace) -> int:
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
-        print_plan(plan, sizes, estimate_duration(engine(), plan, sizes))
+        estimate = estimate_duration(engine(), plan, sizes, current_settings().load)
+        print_plan(plan, sizes, estimate)
         return 0
     if not plan.days:
         print(f"nothing to backfill for {plan.tenant.key}: every selected day is in its state")
@@ -246,7 +249,9 @@ def _progress(status: dict) -> str:
 
 
 def _wait_limit(args: argparse.Namespace) -> float:
-    return args.wait_seconds if args.wait_seconds is not None else backfill_wait_seconds()
+    if args.wait_seconds is not None:
+        return args.wait_seconds
+    return current_settings().backfill_wait_seconds
 
 
 def run_cancel(args: argparse.Namespace) -> int:
@@ -267,8 +272,9 @@ def run_load(args: argparse.Namespace) -> int:
 
     from atlas_dagster.assets.raw import raw_assets
     from atlas_dagster.partitions import partitions_for
+    from atlas_dagster.resources.atlas_settings import RESOURCE_KEY, AtlasSettings
 
-    tenants = load_tenants(tenants_file())
+    tenants = load_tenants(current_settings().tenants_file)
     plan = _plan(args)
     keys = [k for d in plan.domains for k in plan.partition_keys(d)]
     if not keys:
@@ -279,7 +285,8 @@ def run_load(args: argparse.Namespace) -> int:
             raw_assets(tenants, partitions_for(tenants)),
             selection=[d.raw_table for d in plan.domains],
             instance=instance,
-            resources={"clickhouse": engine()},
+            # The run's tunables as the code location wires them: from this environment.
+            resources={"clickhouse": engine(), RESOURCE_KEY: AtlasSettings.wired()},
             tags={
                 ASSET_PARTITION_RANGE_START_TAG: min(keys),
                 ASSET_PARTITION_RANGE_END_TAG: max(keys),

@@ -14,7 +14,7 @@ from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
 # Refused days printed per domain; the rest are counted.
@@ -31,7 +31,9 @@ def run_check_export(args: argparse.Namespace) -> int:
     """Each domain's days in one listing pass, footers validated once, every row's rules read
     inside ClickHouse (one query per 128 days): exactly what a load would refuse, before any
     INSERT. Exit 1 when a day would not load."""
-    tenant = tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
+    tenant = tenant_by_key(
+        load_tenants(current_settings().tenants_file), f"{args.org}.{args.brand}"
+    )
     domains = resolve_domains(tenant, args.domains.split(",") if args.domains else None)
     first, last = resolve_window(tenant, args.start, args.end)
     print(

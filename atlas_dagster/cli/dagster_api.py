@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from functools import cache
@@ -11,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
+from atlas_dagster.settings import current_settings
 
 GRAPHQL_DIR = Path(__file__).parent / "graphql"
-DEFAULT_URL = "http://127.0.0.1:3000"
 FINISHED_BACKFILL_STATUSES = {
     "COMPLETED",
     "COMPLETED_SUCCESS",
@@ -32,7 +31,8 @@ class WebserverUnreachable(DagsterApiError):
 
 
 def default_url() -> str:
-    return os.environ.get("ATLAS_DAGSTER_URL") or DEFAULT_URL
+    """ATLAS_DAGSTER_URL, else the local webserver."""
+    return current_settings().dagster_url
 
 
 @cache

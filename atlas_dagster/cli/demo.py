@@ -25,7 +25,7 @@ from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.resources.schema import apply_schema
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import atlas_home, backfill_wait_seconds, tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import Tenant, load_tenants
 
 GOLD_WAIT_SECONDS = 600
@@ -43,7 +43,7 @@ def _dagster(url: str) -> Iterator[DagsterApi]:
         return
     except DagsterApiError:
         pass
-    log_path = atlas_home() / ".atlas" / "demo-dagster-dev.log"
+    log_path = current_settings().home / ".atlas" / "demo-dagster-dev.log"
     print(f"starting dagster dev (webserver + daemon) on 127.0.0.1:{DEMO_PORT}; log: {log_path}")
     with serve(dict(os.environ), log_path, port=DEMO_PORT) as stack:
         yield DagsterApi(stack.url)
@@ -96,7 +96,7 @@ def _print_gold(tenant: Tenant) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    tenant = load_tenants(tenants_file())[0]
+    tenant = load_tenants(current_settings().tenants_file)[0]
     print(f"writing demo exports for {tenant.key}: {write_demo_exports(tenant)} rows")
     with engine().session() as client:
         print(f"applied {apply_schema(client)} statements from sql/schema")
@@ -112,7 +112,7 @@ def run_demo(args: argparse.Namespace) -> int:
         }
         backfill_id = api.launch_backfill(selection, f"demo {tenant.key}", {})
         print(f"launched backfill {backfill_id}: {api.url}/runs/b/{backfill_id} (newest day first)")
-        raw_ok = wait_for(api, backfill_id, backfill_wait_seconds()) == 0
+        raw_ok = wait_for(api, backfill_id, current_settings().backfill_wait_seconds) == 0
         gold_ok = _wait_for_gold(tenant)
     status = argparse.Namespace(
         org=tenant.organization_id,

@@ -18,7 +18,7 @@ from atlas_dagster.core.waits import LOGGER as WAIT_LOGGER
 from atlas_dagster.core.waits import WaitTimeout
 from atlas_dagster.resources.embedded_engine import EngineOpenError
 from atlas_dagster.resources.schema import apply_schema
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import SettingsError, current_settings
 from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
 
@@ -31,7 +31,7 @@ def _init_db(_: argparse.Namespace) -> int:
 def _demo_data(args: argparse.Namespace) -> int:
     from atlas_dagster.cli.demo_data import write_demo_exports
 
-    tenants = load_tenants(tenants_file())
+    tenants = load_tenants(current_settings().tenants_file)
     tenant = tenant_by_key(tenants, args.tenant) if args.tenant else tenants[0]
     rows = write_demo_exports(tenant)
     print(f"wrote {rows} demo rows for {tenant.key} under {tenant.source}")
@@ -98,6 +98,11 @@ def _check_and_sweep() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        current_settings()  # every ATLAS_ setting checked once, before any command runs
+    except SettingsError as exc:
+        print(f"atlas-dagster: {exc}", file=sys.stderr)
+        return 2
     args = parser().parse_args(argv)
     handler = _show_waits()
     try:

@@ -8,7 +8,7 @@ from atlas_dagster.cli.engine import engine
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, tenant_folder
 from atlas_dagster.reporting.render import duration
-from atlas_dagster.settings import reports_location, tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
 
@@ -28,9 +28,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    tenant = tenant_by_key(load_tenants(tenants_file()), f"{args.org}.{args.brand}")
-    folder = args.out.rstrip("/") or tenant_folder(reports_location(), tenant)
-    [report] = collect_reports(engine(), [tenant])
+    settings = current_settings()
+    tenant = tenant_by_key(load_tenants(settings.tenants_file), f"{args.org}.{args.brand}")
+    folder = args.out.rstrip("/") or tenant_folder(settings.reports_location, tenant)
+    [report] = collect_reports(engine(), [tenant], parallel_inserts=settings.load.parallel_inserts)
     published = publish(report, tenant, folder)
     failed = sum(d.failed for d in report.domains)
     print(

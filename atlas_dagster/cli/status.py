@@ -20,7 +20,7 @@ from atlas_dagster.core.days import day_ranges
 from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import Scope
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants
 
 PROGRESS_COLUMNS = [
@@ -94,7 +94,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.gap_days < 1:
         raise ValueError("--gap-days must be at least 1")
     scope = Scope(args.org, args.brand, args.domain)
-    tenants = load_tenants(tenants_file())
+    tenants = load_tenants(current_settings().tenants_file)
     with _dagster_instance() as instance, engine().session() as client:
         ensure_schema(client)
         report = collect(client, tenants, scope, instance, args.gap_days)

@@ -18,7 +18,7 @@ from atlas_dagster.core.tags import (
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
 from atlas_dagster.partitions import date_of_key, partition_key
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
 # Days per check run. Dagster stores a planned row per partition and check at run start, each
@@ -37,7 +37,7 @@ def run_verify(args: argparse.Namespace) -> int:
     """
     from atlas_dagster.definitions import build_definitions
 
-    tenants = load_tenants(tenants_file())
+    tenants = load_tenants(current_settings().tenants_file)
     tenant = tenant_by_key(tenants, f"{args.org}.{args.brand}")
     domains = resolve_domains(tenant, args.domains.split(",") if args.domains else None)
     first, last = resolve_window(tenant, args.start, args.end)

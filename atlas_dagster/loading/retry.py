@@ -19,7 +19,7 @@ from atlas_dagster import sql
 from atlas_dagster.loading.faults import Fault
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import run_command
-from atlas_dagster.settings import retry_attempts, retry_base_seconds, retry_max_seconds
+from atlas_dagster.settings import LoadSettings
 
 # How long the resolution of an uncertain INSERT waits for the server to stop it (KILL ... SYNC
 # returns once it has; this bounds a server that keeps answering 'still running').
@@ -34,8 +34,9 @@ class RetryPolicy:
     max_seconds: float
 
     @classmethod
-    def from_settings(cls) -> RetryPolicy:
-        return cls(retry_attempts(), retry_base_seconds(), retry_max_seconds())
+    def from_settings(cls, settings: LoadSettings) -> RetryPolicy:
+        """The run's policy, from its tunables (the resource atlas_settings)."""
+        return cls(settings.retry_attempts, settings.retry_base_seconds, settings.retry_max_seconds)
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """The wait after try `attempt` (1-based): base × 2^(attempt-1), capped, then "equal

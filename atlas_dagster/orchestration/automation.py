@@ -38,7 +38,6 @@ from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable
 from atlas_dagster.partitions import TenantDay, is_tenant_day_key, run_partition_bounds, split_key
 from atlas_dagster.scope import in_scope
-from atlas_dagster.settings import automation_interval_seconds
 from atlas_dagster.tenants import Tenant
 
 GOLD_SENSOR_NAME = "gold_after_raw"
@@ -431,7 +430,9 @@ def gold_automation_condition(
     return GoldAfterRaw(table, tenants, lookback_days, embedded)
 
 
-def gold_automation_sensor() -> AutomationConditionSensorDefinition:
+def gold_automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
+    """The sensor evaluating gold's conditions every `interval_seconds`
+    (ATLAS_AUTOMATION_SECONDS)."""
     with warnings.catch_warnings():
         # use_user_code_server is beta, and required: GoldAfterRaw is not a serializable
         # builtin, so only the code server (not the daemon) can evaluate it.
@@ -441,6 +442,6 @@ def gold_automation_sensor() -> AutomationConditionSensorDefinition:
             target=AssetSelection.assets(*GOLD_TABLES),
             default_status=DefaultSensorStatus.RUNNING,
             use_user_code_server=True,
-            minimum_interval_seconds=automation_interval_seconds(),
+            minimum_interval_seconds=interval_seconds,
             description="Replays the gold tenant-days whose raw partitions landed or changed.",
         )

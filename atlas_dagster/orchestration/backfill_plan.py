@@ -13,7 +13,7 @@ from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.settings import parallel_inserts, ramp_up_days
+from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError
 from atlas_dagster.validation.schema import ValidationError, check_schema
 
@@ -223,9 +223,10 @@ class Estimate:
 
 
 def estimate_duration(
-    clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize]
+    clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize], load: LoadSettings
 ) -> Estimate | None:
-    """From throughput measured on this target's completed loads; None before any load."""
+    """From throughput measured on this target's completed loads, with the ramp-up and the
+    parallelism of `load` (the settings the runs will get); None before any load."""
     with clickhouse.session() as client:
         ensure_schema(client)  # a dry run may come before the first load on this target
         [measured] = query_rows(client, sql.query("load_throughput"), {"domain": ""})
@@ -237,10 +238,10 @@ def estimate_duration(
         if size.export is not None:
             day = size.planned.partition_date
             rows_by_date[day] = rows_by_date.get(day, 0) + size.export.num_rows
-    ramp_dates = sorted(rows_by_date, reverse=True)[: ramp_up_days()]
+    ramp_dates = sorted(rows_by_date, reverse=True)[: load.ramp_up_days]
     ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
     rest_rows = sum(rows_by_date.values()) - ramp_rows
     # The embedded engine runs one INSERT at a time whatever the pool allows.
-    parallel = 1 if clickhouse.is_embedded() else parallel_inserts()
+    parallel = 1 if clickhouse.is_embedded() else load.parallel_inserts
     seconds = ramp_rows / rate + rest_rows / (rate * parallel)
     return Estimate(rate, int(measured["days"]), seconds, parallel)

@@ -31,11 +31,10 @@ from atlas_dagster import sql
 from atlas_dagster.core.waits import WaitLog
 from atlas_dagster.dagster_internals import kv_get, kv_set
 from atlas_dagster.settings import (
+    HEALTH_PROBE_SECONDS,
+    HEALTH_THRESHOLD,
     PARTS_PRESSURE_RATIO,
-    health_probe_seconds,
-    health_query,
-    health_threshold,
-    recovery_seconds,
+    RECOVERY_SECONDS,
 )
 
 PAUSE_PREFIX = "atlas/pause/"
@@ -63,19 +62,23 @@ class Health:
     health_value: float | None = None
 
 
-def probe(client: Client, tables: list[str]) -> Health:
-    """Reads the service's pushback in the caller's session (a few milliseconds)."""
+def probe(client: Client, tables: list[str], operator_query: str = "") -> Health:
+    """Reads the service's pushback in the caller's session (a few milliseconds), and the
+    operator's health query (ATLAS_HEALTH_QUERY) when there is one."""
     result = client.query(sql.query("health_probe"), parameters={"tables": tables})
     max_parts, delay_at, pushed_back = result.result_rows[0]
     value = None
-    operator_query = health_query()
     if operator_query:
         value = float(client.command(operator_query))
     return Health(int(max_parts or 0), int(delay_at or 0), int(pushed_back or 0), value)
 
 
 class Backpressure:
-    """The limit and its history for one run; thread-safe (workers and the run's thread)."""
+    """The limit and its history for one run; thread-safe (workers and the run's thread).
+
+    `recovery_seconds`, `probe_seconds` and `threshold` are the run's
+    ATLAS_BACKPRESSURE_RECOVERY_SECONDS, ATLAS_HEALTH_PROBE_SECONDS and ATLAS_HEALTH_THRESHOLD
+    (the resource atlas_settings)."""
 
     def __init__(
         self,
@@ -83,11 +86,18 @@ class Backpressure:
         log: WaitLog,
         publish: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        recovery_seconds: float = RECOVERY_SECONDS.default,
+        probe_seconds: float = HEALTH_PROBE_SECONDS.default,
+        threshold: float = HEALTH_THRESHOLD.default,
     ) -> None:
         self.cap = max(1, cap)
         self.log = log
         self.publish = publish
         self.clock = clock
+        self.recovery_seconds = recovery_seconds
+        self.probe_seconds = probe_seconds
+        self.threshold = threshold
         self.paused = False
         self.changes: list[Change] = []
         self._limit = self.cap
@@ -139,18 +149,18 @@ class Backpressure:
         """One step up once the service has been calm for the recovery time."""
         with self._lock:
             calm = self.clock() - self._calm_since
-            if self._limit >= self.cap or calm < recovery_seconds():
+            if self._limit >= self.cap or calm < self.recovery_seconds:
                 return
             self._calm_since = self.clock()
             self._set(self._limit + 1, f"no pushback for {calm:.0f}s")
 
     def probe_due(self) -> bool:
-        """At most one probe per ATLAS_HEALTH_PROBE_SECONDS, claimed by the first caller."""
+        """At most one probe per `probe_seconds`, claimed by the first caller."""
         with self._lock:
             now = self.clock()
             if self._probing or now < self._probe_due:
                 return False
-            self._probing, self._probe_due = True, now + health_probe_seconds()
+            self._probing, self._probe_due = True, now + self.probe_seconds
             return True
 
     def observe(self, health: Health) -> None:
@@ -170,7 +180,7 @@ class Backpressure:
                 f"a raw partition holds {health.max_parts} parts, parts_to_delay_insert is "
                 f"{health.parts_to_delay_insert}"
             )
-        threshold = health_threshold()
+        threshold = self.threshold
         if health.health_value is not None and health.health_value > threshold:
             reasons.append(f"ATLAS_HEALTH_QUERY returned {health.health_value:g} > {threshold:g}")
         if reasons:

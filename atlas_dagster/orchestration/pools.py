@@ -39,7 +39,7 @@ from atlas_dagster.dagster_internals import (
     set_pool_limit,
     supports_pools,
 )
-from atlas_dagster.settings import INSERT_HARD_CAP, parallel_inserts, slot_wait_seconds
+from atlas_dagster.settings import INSERT_HARD_CAP, PARALLEL_INSERTS, SLOT_WAIT_SECONDS
 
 INSERT_POOL = "atlas_insert"
 CLAIM_POLL_SECONDS = 0.25
@@ -50,8 +50,8 @@ _PRIORITY_EPOCH = dt.date(2000, 1, 1)
 
 
 class SlotWaitTimeout(WaitTimeout):
-    """An INSERT waited for a slot longer than ATLAS_SLOT_WAIT_SECONDS; the message names the
-    runs and steps that held them."""
+    """An INSERT waited for a slot longer than its bound (ATLAS_SLOT_WAIT_SECONDS); the message
+    names the runs and steps that held them."""
 
 
 @dataclass(frozen=True)
@@ -157,8 +157,11 @@ def day_priority(day: dt.date) -> int:
     return day.toordinal() - _PRIORITY_EPOCH.toordinal()
 
 
-def ensure_insert_pool(instance: DagsterInstance) -> int:
-    """Seeds the pool from ATLAS_MAX_PARALLEL_INSERTS and returns its live limit (at most 4).
+def ensure_insert_pool(
+    instance: DagsterInstance, parallel_inserts: int = PARALLEL_INSERTS.default
+) -> int:
+    """Seeds the pool with `parallel_inserts` (the run's ATLAS_MAX_PARALLEL_INSERTS) and returns
+    its live limit (at most 4).
 
     An operator's own limit (`dagster instance concurrency set atlas_insert N`, or the UI) is kept
     when it is within the cap, so parallelism can be lowered live without a redeploy.
@@ -175,11 +178,11 @@ def ensure_insert_pool(instance: DagsterInstance) -> int:
             f"the Dagster pool {INSERT_POOL} allows {info.limit} concurrent INSERTs, above the "
             f"hard cap of {INSERT_HARD_CAP} (the backfill shares the cluster with real-time "
             f"ingestion); lower it with `dagster instance concurrency set {INSERT_POOL} "
-            f"{parallel_inserts()}` or in the UI's Concurrency page"
+            f"{parallel_inserts}` or in the UI's Concurrency page"
         )
     if info.limit is None or info.using_default_limit or info.slot_count == 0:
-        set_pool_limit(instance, INSERT_POOL, parallel_inserts())
-        return parallel_inserts()
+        set_pool_limit(instance, INSERT_POOL, parallel_inserts)
+        return parallel_inserts
     return info.limit
 
 
@@ -191,12 +194,13 @@ def _claim(
     priority: int,
     canceled: threading.Event,
     log: WaitLog | None,
+    wait_seconds: float,
 ) -> None:
     """Claims one slot under `step_key`; waits its turn by priority, then creation, at most
-    ATLAS_SLOT_WAIT_SECONDS, reporting who holds the slots and freeing dead holders' ones. A claim
-    that gives up (canceled, timed out, failed) is withdrawn."""
+    `wait_seconds` (ATLAS_SLOT_WAIT_SECONDS), reporting who holds the slots and freeing dead
+    holders' ones. A claim that gives up (canceled, timed out, failed) is withdrawn."""
     wait = BoundedWait(
-        f"a slot of pool {INSERT_POOL} for {what}", slot_wait_seconds(), log, SlotWaitTimeout
+        f"a slot of pool {INSERT_POOL} for {what}", wait_seconds, log, SlotWaitTimeout
     )
     waited = False
     next_reclaim = time.monotonic()
@@ -230,12 +234,13 @@ def insert_slot(
     priority: int,
     canceled: threading.Event,
     log: WaitLog | None = None,
+    wait_seconds: float = SLOT_WAIT_SECONDS.default,
 ) -> Iterator[None]:
     """Holds one slot of the pool for one INSERT (see `_claim` for the wait).
 
     A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
     step_key = f"{slot_key}{_WORKER_SEPARATOR}{current_worker()}"
-    _claim(instance, run_id, step_key, slot_key, priority, canceled, log)
+    _claim(instance, run_id, step_key, slot_key, priority, canceled, log, wait_seconds)
     try:
         yield
     finally:
@@ -276,12 +281,14 @@ class RunSlots:
         step: str,
         more_to_come: Callable[[], bool],
         log: WaitLog | None = None,
+        wait_seconds: float = SLOT_WAIT_SECONDS.default,
     ) -> None:
         self.instance = instance
         self.run_id = run_id
         self.step = step
         self.more_to_come = more_to_come
         self.log = log
+        self.wait_seconds = wait_seconds  # the longest a new claim waits (ATLAS_SLOT_WAIT_SECONDS)
         self._lock = threading.Lock()
         self._idle: list[str] = []
         self._claimed = 0
@@ -301,7 +308,16 @@ class RunSlots:
             step_key = self._idle.pop() if self._idle else None
         if step_key is None:
             step_key = self._new_step_key()
-            _claim(self.instance, self.run_id, step_key, what, priority, canceled, self.log)
+            _claim(
+                self.instance,
+                self.run_id,
+                step_key,
+                what,
+                priority,
+                canceled,
+                self.log,
+                self.wait_seconds,
+            )
         keep = False
         try:
             if canceled.is_set():

@@ -68,7 +68,7 @@ from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, backfill_raw_partitions, tenant_days_newest_first
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.settings import ramp_up_days
+from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
 
 RAW_STEP = "raw_events"
@@ -171,10 +171,14 @@ class RawRun:
         context: AssetExecutionContext,
         clickhouse: ClickHouseResource,
         tenants: list[Tenant],
+        settings: LoadSettings,
     ) -> None:
         self.context = context
         self.clickhouse = clickhouse
         self.tenants = tenants
+        # The run's tunables (the resource atlas_settings), passed down to the retry policy,
+        # the pool, the backpressure and the scheduler: none of them reads the environment.
+        self.settings = settings
         self.run_id = context.run.run_id
         self.selected_checks = set(context.selected_asset_check_keys)
         self.failed: list[str] = []
@@ -188,7 +192,7 @@ class RawRun:
         self._slots: RunSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
         self._lines = DayLines(context.log)
-        self._policy = RetryPolicy.from_settings()
+        self._policy = RetryPolicy.from_settings(settings)
         # Set while the loads run: the adaptive INSERT limit, the operator's pause flags.
         self._pressure: Backpressure | None = None
         self._pause: PauseWatch | None = None
@@ -258,7 +262,7 @@ class RawRun:
                 )
         if not works:
             return
-        parallelism = ensure_insert_pool(self.context.instance)
+        parallelism = ensure_insert_pool(self.context.instance, self.settings.parallel_inserts)
         self._start_backpressure(parallelism, domains)
         assert self._pressure is not None
         scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
@@ -270,17 +274,22 @@ class RawRun:
             ],
             self._execute,
             parallelism=parallelism,
-            ramp_days=ramp_up_days(),
+            ramp_days=self.settings.ramp_up_days,
             capacity=self._pressure.capacity,
             retry=self._retry,
         )
         self._scheduler = scheduler
         self.context.log.info(
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
-            f"after each tenant's first {ramp_up_days()} day(s) pass one at a time"
+            f"after each tenant's first {self.settings.ramp_up_days} day(s) pass one at a time"
         )
         self._slots = RunSlots(
-            self.context.instance, self.run_id, RAW_STEP, scheduler.has_pending, self.context.log
+            self.context.instance,
+            self.run_id,
+            RAW_STEP,
+            scheduler.has_pending,
+            self.context.log,
+            wait_seconds=self.settings.slot_wait_seconds,
         )
         # Embedded: one open engine for the run's days, handed over whenever another waits.
         with self.clickhouse.kept_open():
@@ -316,7 +325,14 @@ class RawRun:
         def publish(text: str) -> None:
             instance.add_run_tags(run_id, {CONCURRENCY_TAG: text})
 
-        self._pressure = Backpressure(parallelism, self.context.log, publish)
+        self._pressure = Backpressure(
+            parallelism,
+            self.context.log,
+            publish,
+            recovery_seconds=self.settings.recovery_seconds,
+            probe_seconds=self.settings.health_probe_seconds,
+            threshold=self.settings.health_threshold,
+        )
         publish(f"{parallelism} of {parallelism}: no pushback seen")
         backfill_id = self.context.run.tags.get(BACKFILL_ID_TAG)
         self._pause = PauseWatch(instance, pause_keys(run_id, backfill_id), self._pressure)
@@ -482,14 +498,14 @@ class RawRun:
         return result, result.passed
 
     def _probe(self, client: Client, timer) -> None:
-        """The service's health, read in a load's session at most every
-        ATLAS_HEALTH_PROBE_SECONDS (a few ms): it may lower the run's INSERT limit."""
+        """The service's health, read in a load's session at most every health_probe_seconds
+        (a few ms): it may lower the run's INSERT limit."""
         pressure = self._pressure
         if pressure is None or not pressure.probe_due():
             return
         try:
             with timer.phase("health_probe"):
-                pressure.observe(probe(client, self._raw_tables))
+                pressure.observe(probe(client, self._raw_tables, self.settings.health_query))
         except Exception as exc:  # the operator's query may be wrong: the load goes on
             pressure.probe_failed(failure_message(self.clickhouse, exc, ()))
 

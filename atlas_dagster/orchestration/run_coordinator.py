@@ -44,7 +44,7 @@ from atlas_dagster.partitions import (
     run_partition_bounds,
     tenant_of_key,
 )
-from atlas_dagster.settings import tenants_file
+from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants
 
 # The queue limits that make the tags above work, always in force whatever dagster.yaml says.
@@ -86,7 +86,7 @@ def expected_raw_runs(instance: DagsterInstance, backfill_id: str) -> int | None
     target = backfill_target_partitions(instance, backfill_id)
     if target is None:
         return None
-    partitions_def = partitions_for(load_tenants(tenants_file()))
+    partitions_def = partitions_for(load_tenants(current_settings().tenants_file))
     groups = {
         frozenset(subset.get_partition_keys())
         for asset_key, subset in target.items()

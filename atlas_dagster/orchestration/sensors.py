@@ -26,7 +26,6 @@ from atlas_dagster.orchestration.pools import INSERT_POOL, reclaim_dead_claims
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import EngineBusyError
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.settings import stale_sweep_seconds
 
 # A tick must end well inside Dagster's sensor evaluation timeout (60 s), so a sensor waits for
 # the embedded engine briefly and leaves a busy tick to the next sweep instead of queueing.
@@ -37,6 +36,7 @@ def _brief(clickhouse: ClickHouseResource) -> ClickHouseResource:
     return ClickHouseResource(
         dsn=clickhouse.dsn,
         cluster=clickhouse.cluster,
+        embedded_inflight_mb=clickhouse.embedded_inflight_mb,
         lock_wait_seconds=min(clickhouse.lock_wait_seconds, SENSOR_LOCK_WAIT_SECONDS),
     )
 
@@ -89,19 +89,28 @@ def backfill_log_canceled_runs(
     return _fail_loads_of(context, context.dagster_run, clickhouse)
 
 
-@sensor(
-    name="backfill_log_stale_sweep",
-    minimum_interval_seconds=stale_sweep_seconds(),
-    default_status=DefaultSensorStatus.RUNNING,
-    description=(
-        "Marks 'running' backfill_log days failed when their Dagster run is finished or unknown, "
-        "or their worker process on this host is gone; fails STARTED runs whose worker died; "
-        "frees atlas_insert slots whose holder is dead."
-    ),
-)
-def backfill_log_stale_sweep(
-    context: SensorEvaluationContext, clickhouse: ClickHouseResource
-) -> SkipReason:
+def stale_sweep_sensor(interval_seconds: int) -> SensorDefinition:
+    """The stale-load sweep, every `interval_seconds` (ATLAS_STALE_SWEEP_SECONDS)."""
+
+    @sensor(
+        name="backfill_log_stale_sweep",
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=(
+            "Marks 'running' backfill_log days failed when their Dagster run is finished or "
+            "unknown, or their worker process on this host is gone; fails STARTED runs whose "
+            "worker died; frees atlas_insert slots whose holder is dead."
+        ),
+    )
+    def backfill_log_stale_sweep(
+        context: SensorEvaluationContext, clickhouse: ClickHouseResource
+    ) -> SkipReason:
+        return _stale_sweep(context, clickhouse)
+
+    return backfill_log_stale_sweep
+
+
+def _stale_sweep(context: SensorEvaluationContext, clickhouse: ClickHouseResource) -> SkipReason:
     # Pool claims of dead processes first: they need no engine, and a busy engine must not
     # keep them leaked.
     reclaim_dead_claims(context.instance, INSERT_POOL, context.log)
@@ -127,5 +136,9 @@ def _sweep_summary(result: SweepResult) -> str:
     return f"{text}: {_summary(result.marked)}"
 
 
-def backfill_log_sensors() -> list[SensorDefinition]:
-    return [backfill_log_failed_runs, backfill_log_canceled_runs, backfill_log_stale_sweep]
+def backfill_log_sensors(stale_sweep_seconds: int) -> list[SensorDefinition]:
+    return [
+        backfill_log_failed_runs,
+        backfill_log_canceled_runs,
+        stale_sweep_sensor(stale_sweep_seconds),
+    ]

@@ -14,7 +14,7 @@ from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failu
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import dsn_password, query_rows
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.settings import parallel_inserts
+from atlas_dagster.settings import DEFAULT_PARALLEL_INSERTS
 from atlas_dagster.tenants import Tenant
 
 # One calendar cell's state, as a letter (the JSON/CSV spell them out, see STATE_NAMES).
@@ -340,8 +340,10 @@ def collect_reports(
     clickhouse: ClickHouseResource,
     tenants: Sequence[Tenant],
     today: dt.date | None = None,
+    parallel_inserts: int = DEFAULT_PARALLEL_INSERTS,
 ) -> list[TenantReport]:
-    """Every tenant's report from one read of the fleet (one engine session)."""
+    """Every tenant's report from one read of the fleet (one engine session); a server's time
+    left assumes `parallel_inserts` INSERTs at once (the caller's ATLAS_MAX_PARALLEL_INSERTS)."""
     today = today or dt.datetime.now(dt.UTC).date()
     if not tenants:
         return []
@@ -349,6 +351,6 @@ def collect_reports(
         ensure_schema(client)
         rows = read_fleet(client, tenants, today)
     # The embedded engine runs one INSERT at a time whatever the pool allows.
-    parallel = 1 if clickhouse.is_embedded() else parallel_inserts()
+    parallel = 1 if clickhouse.is_embedded() else parallel_inserts
     secrets = (dsn_password(clickhouse.resolved_dsn()),)
     return [build_report(t, rows, today, parallel, secrets) for t in tenants]

@@ -26,7 +26,7 @@ from atlas_dagster.resources.embedded_engine import (
     release_file_lock,
 )
 from atlas_dagster.secrets import redact
-from atlas_dagster.settings import clickhouse_cluster, clickhouse_dsn, embedded_inflight_bytes
+from atlas_dagster.settings import EMBEDDED_INFLIGHT_MB, check_cluster, current_settings
 
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
@@ -36,10 +36,17 @@ _INFLIGHT = InflightBytes()
 
 
 class ClickHouseResource(ConfigurableResource):
-    """One DSN: chdb:///abs/path (embedded, the default) or http(s)://user:pw@host:port."""
+    """One DSN: chdb:///abs/path (embedded, the default) or http(s)://user:pw@host:port.
+
+    definitions.py configures every field from the code location's settings; a resource built
+    without one (the CLI, tests) takes the process's settings (settings.current_settings)."""
 
     dsn: str = ""
-    cluster: str = ""
+    # A cluster name ('': none); None: the process's ATLAS_CLICKHOUSE_CLUSTER.
+    cluster: str | None = None
+    # Parquet megabytes the process's embedded INSERTs may read at once; 0: the process's
+    # ATLAS_EMBEDDED_INFLIGHT_MB.
+    embedded_inflight_mb: int = 0
     lock_wait_seconds: float = 3600.0
     # Set per run by Dagster (setup_for_execution): where waits are reported, who is waiting.
     _log: WaitLog | None = PrivateAttr(default=None)
@@ -71,22 +78,24 @@ class ClickHouseResource(ConfigurableResource):
 
     def insert_room(self, nbytes: int, what: str) -> contextlib.AbstractContextManager[None]:
         """Embedded: waits until the INSERTs in flight in this process leave room for `nbytes` of
-        Parquet (settings.embedded_inflight_bytes; a larger day runs alone). A server's memory is
-        its own business: nothing to wait for."""
+        Parquet (embedded_inflight_mb; a larger day runs alone). A server's memory is its own
+        business: nothing to wait for."""
         if not self.is_embedded():
             return contextlib.nullcontext()
-        return _INFLIGHT.hold(
-            nbytes, embedded_inflight_bytes(), what, self.lock_wait_seconds, self._log
-        )
+        megabytes = self.embedded_inflight_mb or current_settings().embedded_inflight_mb
+        limit = int(EMBEDDED_INFLIGHT_MB.check(megabytes)) * 1024 * 1024
+        return _INFLIGHT.hold(nbytes, limit, what, self.lock_wait_seconds, self._log)
 
     def resolved_dsn(self) -> str:
-        return self.dsn or clickhouse_dsn()
+        return self.dsn or current_settings().clickhouse_dsn
 
     def is_embedded(self) -> bool:
         return is_embedded(self.resolved_dsn())
 
     def resolved_cluster(self) -> str | None:
-        return self.cluster or clickhouse_cluster()
+        if self.cluster is None:
+            return current_settings().clickhouse_cluster
+        return check_cluster(self.cluster) if self.cluster else None
 
     def redact(self, text: str, extra: tuple[str | None, ...] = ()) -> str:
         return redact(text, (dsn_password(self.resolved_dsn()), *extra))
