@@ -15,10 +15,12 @@ from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
 from atlas_dagster.orchestration.pools import (
+    CLAIM_POLL_SECONDS,
     INSERT_POOL,
+    RECLAIM_SECONDS,
+    RunSlots,
     SlotWaitTimeout,
     claims,
-    insert_slot,
     reclaim_dead_claims,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
@@ -85,25 +87,53 @@ def test_claims_of_dead_processes_and_ended_or_unknown_runs_are_freed(tmp_path: 
         assert instance.get_run_by_id(started.run_id).status == DagsterRunStatus.FAILURE
 
 
+class FakeClock:
+    """A clock that moves only when a claim waiting for its turn "sleeps" between two tries."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
     tmp_path: Path, monkeypatch
 ) -> None:
+    """On the waiting claim's own clock: it gives up neither before its bound nor later than the
+    first look at the pool after it, and its wait's report and error name the holder."""
     monkeypatch.setenv("ATLAS_SLOT_WAIT_SECONDS", "3")
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         holder = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
+        waiter = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
         log = Lines()
-        started = time.monotonic()
-        with insert_slot(instance, holder.run_id, "raw_events[casino|held]", 1, threading.Event()):
+        clock = FakeClock()
+        held = RunSlots(instance, holder.run_id, "raw_events", lambda: False)
+        waiting = RunSlots(
+            instance,
+            waiter.run_id,
+            "raw_events",
+            lambda: False,
+            log,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+        with held.slot("raw_events[casino|held]", 1, threading.Event()):
             with pytest.raises(SlotWaitTimeout) as raised:
-                with insert_slot(
-                    instance, "run-b", "raw_events[casino|waiting]", 2, threading.Event(), log
-                ):
+                with waiting.slot("raw_events[casino|waiting]", 2, threading.Event()):
                     pass
-        waited = time.monotonic() - started
-    assert 3 <= waited < 15
-    assert f"run {holder.run_id} (STARTED) step raw_events[casino|held]" in str(raised.value)
+            gave_up_at = clock.now
+            assert [c.run_id for c in claims(instance, INSERT_POOL)] == [holder.run_id]
+        assert claims(instance, INSERT_POOL) == []  # the claim that gave up was withdrawn
+    assert 3 < gave_up_at <= 3 + RECLAIM_SECONDS + CLAIM_POLL_SECONDS, gave_up_at
+    assert "(the bound is 3s)" in str(raised.value)
+    assert f"run {holder.run_id} (STARTED) step raw_events[insert slot 1]" in str(raised.value)
     assert f"waiting for a slot of pool {INSERT_POOL} for raw_events[casino|waiting]" in str(log)
+    assert "waited 0s of at most 3s" in str(log)
     assert holder.run_id in str(log)  # the report names who holds the slot
 
 
