@@ -32,6 +32,7 @@ from atlas_dagster_tests.faults_support import (
     Process,
     fault_site,
     python,
+    wait_for_table_part,
 )
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
@@ -200,7 +201,12 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         killed.wait_for(lambda line: "INSERT started" in line)
         # Killed as soon as the engine writes the raw table: a fixed sleep raced an idle
         # machine, where the whole 2M-row INSERT finished inside it (seen in CI).
-        _wait_for_raw_insert(site.data_dir, killed)
+        wait_for_table_part(
+            site.data_dir,
+            "tbt_raw_events_casino",
+            lambda: killed.popen.poll() is None,
+            lambda: killed.output,
+        )
         killed.kill()
         with clickhouse.session() as client:  # what the killed INSERT left behind
             status, partial_rows = _day_state(client)
@@ -231,23 +237,6 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         raw = _day_state(client)[1]
     assert row == [("completed", KILLED_DAY_ROWS, 2)], row  # the killed attempt, then this one
     assert raw == KILLED_DAY_ROWS  # exactly the export's rows: nothing of the killed INSERT
-
-
-def _wait_for_raw_insert(data_dir: Path, load: Process, timeout: float = 120) -> None:
-    """Until a part (or a part being written) of the raw casino table shows on disk.
-
-    The test process cannot query the engine while the load holds its data directory, so it
-    watches the table's folder (Atomic database: store/<uuid[:3]>/<uuid>/), which holds no
-    part before this INSERT: the leaked days never reached the engine.
-    """
-    metadata = data_dir / "metadata" / "atlas" / "tbt_raw_events_casino.sql"
-    uuid = metadata.read_text().split("'")[1]
-    table = data_dir / "store" / uuid[:3] / uuid
-    deadline = time.monotonic() + timeout
-    while not any(p.is_dir() and p.name != "detached" for p in table.iterdir()):
-        assert load.popen.poll() is None, load.output
-        assert time.monotonic() < deadline, load.output
-        time.sleep(0.005)
 
 
 def _day_state(client) -> tuple[str, int]:
