@@ -29,11 +29,17 @@ class Request:
     finished: float = 0.0
 
 
+# How long a held INSERT waits for its gate: a bound against a test that never opens it.
+GATE_SECONDS = 120.0
+
+
 @dataclass
 class FakeClickHouse:
     port: int
     rows: int  # what count_day answers
-    insert_seconds: float
+    # When set, an INSERT into the inbound table is answered only once the test opens the gate:
+    # a load held inside its day for as long as the test needs.
+    insert_gate: threading.Event | None = None
     requests: list[Request] = field(default_factory=list)
     # For an INSERT whose connection dropped (loading/retry.py): whether system.processes still
     # lists it (until a KILL QUERY), and how system.query_log says it ended.
@@ -61,7 +67,8 @@ def _answer(body: str, fake: FakeClickHouse) -> bytes:
     if "count() > 0 AS present" in body:
         return b"0\n"
     if re.search(r"INSERT INTO atlas\.\w+_events_inbound", body):
-        time.sleep(fake.insert_seconds)  # an INSERT that takes a while, to overlap if it can
+        if fake.insert_gate is not None:
+            fake.insert_gate.wait(GATE_SECONDS)
         return b""
     if "SELECT count() AS events" in body:
         return f"{fake.rows}\n".encode()
@@ -76,8 +83,10 @@ def _answer(body: str, fake: FakeClickHouse) -> bytes:
 
 
 @contextlib.contextmanager
-def fake_clickhouse(rows: int, insert_seconds: float = 0.0) -> Iterator[FakeClickHouse]:
-    fake = FakeClickHouse(0, rows, insert_seconds)
+def fake_clickhouse(
+    rows: int, insert_gate: threading.Event | None = None
+) -> Iterator[FakeClickHouse]:
+    fake = FakeClickHouse(0, rows, insert_gate)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

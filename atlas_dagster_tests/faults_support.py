@@ -72,6 +72,11 @@ RAW_CHDB_HOLDER = textwrap.dedent(
 )
 
 
+# How long an exited child's last lines may take to be read from its pipe (the reader ends at
+# the pipe's end of file): a bound against a hang, not a measure of speed.
+DRAIN_SECONDS = 30.0
+
+
 @dataclass
 class Process:
     """A child process whose combined output is collected line by line."""
@@ -80,12 +85,18 @@ class Process:
     lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.popen.stdout is not None
         for line in self.popen.stdout:
             self.lines.append(line.rstrip("\n"))
+
+    def _drain(self) -> None:
+        """Once the child has exited: every line it wrote is in `lines`."""
+        self._reader.join(DRAIN_SECONDS)
+        assert not self._reader.is_alive(), f"pid {self.pid}: its output never ended"
 
     @property
     def pid(self) -> int:
@@ -101,22 +112,25 @@ class Process:
             for line in list(self.lines):
                 if predicate(line):
                     return line
-            if self.popen.poll() is not None and not any(predicate(x) for x in self.lines):
-                time.sleep(0.2)  # the reader may still be draining the pipe
-                if not any(predicate(x) for x in self.lines):
-                    break
+            if self.popen.poll() is not None:
+                self._drain()  # it has exited: its last lines, then no more
+                found = [line for line in self.lines if predicate(line)]
+                if found:
+                    return found[0]
+                break
             time.sleep(0.05)
         raise AssertionError(f"pid {self.pid}: expected line not seen; output:\n{self.output}")
 
     def finish(self, timeout: float = 300.0) -> int:
         code = self.popen.wait(timeout=timeout)
-        time.sleep(0.2)
+        self._drain()
         return code
 
     def kill(self) -> None:
         if self.popen.poll() is None:
             os.kill(self.popen.pid, signal.SIGKILL)
         self.popen.wait(timeout=30)
+        self._drain()
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path | None = None) -> Process:
@@ -213,3 +227,33 @@ def fault_site(
         **(extra_env or {}),
     }
     return FaultSite(work, tenant, env)
+
+
+def wait_for_table_part(
+    data_dir: Path,
+    table: str,
+    alive: Callable[[], bool],
+    output: Callable[[], str],
+    timeout: float = 120.0,
+) -> None:
+    """Until a part (or a part being written) of the embedded engine's table `atlas.<table>`
+    shows on disk: an INSERT into it has begun writing. For a table with no part before.
+
+    Another process's load holds the data directory, so the test cannot query the engine: it
+    watches the table's folder (Atomic database: store/<uuid[:3]>/<uuid>/). `alive` says
+    whether the loading process still runs, `output` what it said (for a failure)."""
+    deadline = time.monotonic() + timeout
+    metadata = data_dir / "metadata" / "atlas" / f"{table}.sql"
+    while not metadata.exists():  # the load's own schema set-up may create the table
+        assert alive() and time.monotonic() < deadline, output()
+        time.sleep(0.005)
+    uuid = metadata.read_text().split("'")[1]
+    folder = data_dir / "store" / uuid[:3] / uuid
+
+    def parts() -> list[Path]:
+        found = folder.iterdir() if folder.is_dir() else ()
+        return [p for p in found if p.is_dir() and p.name != "detached"]
+
+    while not parts():
+        assert alive() and time.monotonic() < deadline, output()
+        time.sleep(0.005)

@@ -19,6 +19,8 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.core.tags import CONCURRENCY_TAG
+from atlas_dagster.orchestration import raw_run
+from atlas_dagster.orchestration.backpressure import Backpressure, Health
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
@@ -73,6 +75,24 @@ def _completed(clickhouse: ClickHouseResource) -> int:
         )
 
 
+class Refusals(threading.Condition):
+    """How many dispatches the scheduler refused (its capacity was 0), notified at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+
+def _logged(clickhouse: ClickHouseResource) -> int:
+    """Days with any backfill_log row: a day writes 'running' before its INSERT."""
+    with clickhouse.session() as client:
+        return int(
+            client.command(
+                "SELECT count() FROM atlas.backfill_log FINAL WHERE organization_id = 'bp'"
+            )
+        )
+
+
 def _log(instance: DagsterInstance, run_id: str) -> list[tuple[float, str]]:
     return [
         (e.timestamp, e.user_message) for e in instance.all_logs(run_id) if not e.is_dagster_event
@@ -87,11 +107,23 @@ def _spans(result) -> list[tuple[float, float]]:
     )
 
 
+PROBE_SECONDS = 0.1
+RECOVERY_SECONDS = 0.3
+BAD_AFTER_DAYS = 6  # days at their checks before the health query turns bad
+DAYS_AT_ONE = 6  # days at their checks at 1 INSERT at a time before it is good again
+
+
 def test_a_bad_health_query_steps_inserts_down_to_one_and_they_recover(
     tmp_path: Path, monkeypatch
 ) -> None:
-    # Days enough after relief for the recovery to show even on an idle machine: 16 days once
-    # ended 0.8 s after the pressure, before a 1 s recovery (measured at ~60 ms a day).
+    """The operator's health query goes bad after 6 days: the first probe after that (in the
+    session of the next day to reach its checks) steps the run down to 1 INSERT at a time; it
+    stays there while the query is bad, and steps up once it has been good for the recovery time.
+
+    The run's backpressure clock (probes due, calm before a step up) moves only when the
+    operator acts, at those points of the run's progress: a probe reads the query only after
+    it changed, and a step up can only come from the recovery time the operator lets pass
+    (measured: the run's reporting thread saw its 6th day when workers had started 30)."""
     tenant, days, clickhouse = _site(tmp_path, 36, 400)
     health = tmp_path / "pressure.csv"
     health.write_text("0\n")
@@ -100,45 +132,70 @@ def test_a_bad_health_query_steps_inserts_down_to_one_and_they_recover(
         "ATLAS_HEALTH_QUERY", f"SELECT c1 FROM file('{health}', 'CSV', 'c1 Float64')"
     )
     monkeypatch.setenv("ATLAS_HEALTH_THRESHOLD", "5")
-    monkeypatch.setenv("ATLAS_HEALTH_PROBE_SECONDS", "0.1")
-    monkeypatch.setenv("ATLAS_BACKPRESSURE_RECOVERY_SECONDS", "0.3")
+    monkeypatch.setenv("ATLAS_HEALTH_PROBE_SECONDS", str(PROBE_SECONDS))
+    monkeypatch.setenv("ATLAS_BACKPRESSURE_RECOVERY_SECONDS", str(RECOVERY_SECONDS))
     marks: dict[str, float] = {}
+    probes: list[tuple[float, str, float | None, int]] = []  # (at, thread, value, limit after)
+    now = [0.0]
 
-    def operator() -> None:
-        """ClickPipes lag (the health query's value) goes up after 6 days, down after 12."""
-        _until(lambda: _completed(clickhouse) >= 6, "6 days completed")
-        health.write_text("9\n")
-        marks["bad"] = time.time()
-        _until(lambda: _completed(clickhouse) >= 12, "12 days completed")
-        health.write_text("0\n")
-        marks["good"] = time.time()
+    class OperatorPressure(Backpressure):
+        """The run's Backpressure, on the operator's clock. The operator acts as the run's days
+        reach their checks (each asks whether a probe is due, on its worker's thread): right
+        after a day asked, so that the next day to ask probes."""
 
-    thread = threading.Thread(target=operator)
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, clock=lambda: now[0], **kwargs)
+            self.days = self.at_one = 0
+            self.acts = threading.Lock()
+
+        def probe_due(self) -> bool:
+            due = super().probe_due()
+            with self.acts:
+                self.days += 1
+                if "bad" in marks and "good" not in marks and self.limit == 1:
+                    self.at_one += 1
+                    if self.at_one == DAYS_AT_ONE:  # ... and down again: the recovery time
+                        health.write_text("0\n")
+                        marks["good"] = time.time()
+                        now[0] += RECOVERY_SECONDS + PROBE_SECONDS
+                if self.days == BAD_AFTER_DAYS:  # ClickPipes lag (the query's value) goes up
+                    health.write_text("9\n")
+                    marks["bad"] = time.time()
+                    now[0] += PROBE_SECONDS  # the next probe is due
+            return due
+
+        def observe(self, health_seen: Health) -> None:
+            super().observe(health_seen)
+            thread = threading.current_thread().name
+            probes.append((time.time(), thread, health_seen.health_value, self.limit))
+
+    monkeypatch.setattr(raw_run, "Backpressure", OperatorPressure)
     with instance_for_test() as instance, clickhouse.kept_open():
-        thread.start()
         result = _run(clickhouse, tenant, instance, days)
-        thread.join(timeout=WAIT_SECONDS)
         lines = _log(instance, result.run_id)
         tags = instance.get_run_by_id(result.run_id).tags
     assert result.success
     changes = [(ts, CHANGE_RE.match(text)) for ts, text in lines if CHANGE_RE.match(text)]
     spans = _spans(result)
-    longest = max(finished - started for started, finished in spans)
     t0 = marks["bad"]
-    print(f"\nlongest INSERT {longest:.3f}s; times from the health query turning bad (s):")
+    print("\ntimes from the health query turning bad (s):")
     print(f"  relief at {marks['good'] - t0:+.3f}")
     for started, finished in spans:
         print(f"  INSERT {started - t0:+.3f} .. {finished - t0:+.3f}")
     for ts, change in changes:
         print(f"  {ts - t0:+.3f} {change.group(0)}")
+    for at, thread, value, limit in probes:
+        print(f"  {at - t0:+.3f} probe on {thread}: {value} -> limit {limit}")
     down = [
         (ts, c) for ts, c in changes if c.group(2) == "1" and "ATLAS_HEALTH_QUERY" in c.group(4)
     ]
     assert down, changes
     down_at = down[0][0]
-    # Down within one INSERT's time (the probe follows the first day to finish), plus a day's
-    # checks and the probe interval.
-    assert down_at - marks["bad"] <= longest + 1.0, (down_at - marks["bad"], longest)
+    # The first probe after the query turned bad read it and stepped down, in the session of a
+    # day's load (a worker's), not on a later idle tick.
+    after_bad = [p for p in probes if p[0] > marks["bad"]]
+    assert after_bad and after_bad[0][2:] == (9.0, 1), probes
+    assert after_bad[0][1].startswith("atlas-load"), after_bad[0]
     # While at 1, no two INSERTs that started after the step down overlap.
     up = [ts for ts, c in changes if ts > down_at and int(c.group(2)) > int(c.group(1))]
     assert up, "the concurrency never stepped back up"
@@ -160,6 +217,18 @@ def test_pause_stops_new_inserts_of_a_running_load_and_resume_finishes_it(
     mid-run, small days finish faster than the flag is read: 8 days of 0.1 s were all loaded.)"""
     tenant, days, clickhouse = _site(tmp_path, 6, 100)
     marks: dict[str, object] = {}
+    refused = Refusals()
+
+    class WatchedPressure(Backpressure):
+        def capacity(self) -> int:  # the scheduler's lock is held: count, nothing else
+            capacity = super().capacity()
+            if capacity == 0:
+                with refused:
+                    refused.count += 1
+                    refused.notify_all()
+            return capacity
+
+    monkeypatch.setattr(raw_run, "Backpressure", WatchedPressure)
 
     def operator(instance: DagsterInstance) -> None:
         def paused_run() -> str | None:
@@ -168,11 +237,20 @@ def test_pause_stops_new_inserts_of_a_running_load_and_resume_finishes_it(
                     return run.run_id
             return None
 
-        marks["run_id"] = _until(paused_run, "the run saying it is paused")
-        # The one timed window: a paused run must start nothing, however long it is paused.
-        time.sleep(1.5)
-        marks["done_while_paused"] = _completed(clickhouse)
-        assert main(["resume"]) == 0
+        try:
+            marks["run_id"] = _until(paused_run, "the run saying it is paused")
+            # A paused run must start nothing, however long it is paused: not a span of time but
+            # the scheduler's own decisions, each a dispatch it refused (capacity 0), at its
+            # start and then on idle ticks.
+            with refused:
+                seen = refused.count
+                decided = refused.wait_for(lambda: refused.count >= seen + 3, WAIT_SECONDS)
+                marks["refused_while_paused"] = refused.count - seen
+            if decided:
+                marks["done_while_paused"] = _completed(clickhouse)
+                marks["logged_while_paused"] = _logged(clickhouse)
+        finally:  # a failed wait must not leave the run paused for good
+            marks["resumed"] = main(["resume"])
 
     with instance_for_test() as instance, clickhouse.kept_open():
         monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)
@@ -182,7 +260,8 @@ def test_pause_stops_new_inserts_of_a_running_load_and_resume_finishes_it(
         result = _run(clickhouse, tenant, instance, days)
         thread.join(timeout=WAIT_SECONDS)
         lines = [text for _, text in _log(instance, result.run_id)]
-    assert result.success and marks["run_id"] == result.run_id
-    assert marks["done_while_paused"] == 0
+    assert result.success and marks["run_id"] == result.run_id and marks["resumed"] == 0
+    assert marks["refused_while_paused"] >= 3, f"not 3 dispatches refused in {WAIT_SECONDS}s"
+    assert marks["done_while_paused"] == 0 and marks["logged_while_paused"] == 0
     assert any(text.startswith("resumed (") for text in lines), lines
     assert _completed(clickhouse) == len(days)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from atlas_dagster.resources import embedded_engine
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import embedded_path
 from atlas_dagster.resources.embedded_engine import InflightBytes, other_waiters
@@ -74,7 +75,7 @@ def test_a_waiting_process_gets_the_engine_after_the_current_unit(tmp_path: Path
     assert waiter.returncode == 0
     # The unit running when the waiter queued was the last one before the handover.
     assert units_before_handover == 0, units_before_handover
-    assert waited < 10
+    print(f"\nthe waiter had the engine after {waited:.2f}s")
 
 
 def test_waiter_entries_of_dead_processes_are_ignored(tmp_path: Path) -> None:
@@ -105,8 +106,11 @@ def test_an_idle_kept_engine_is_handed_over_without_another_unit(tmp_path: Path)
             text=True,
             timeout=60,
         )  # this process runs no unit meanwhile: it is idle inside kept_open()
+        # Had the idle engine not been handed over, the waiter would have given up at its bound
+        # (60 s) instead: this process keeps it until kept_open() ends, after the waiter.
         assert waiter.returncode == 0, waiter.stderr
-        assert got_engine.exists() and float(waiter.stdout) < 10
+        assert got_engine.exists()
+        print(f"\nthe waiter had the idle engine after {float(waiter.stdout):.2f}s")
         with clickhouse.session() as client:  # reopened for the holder's next unit
             assert client.command("SELECT 1") == 1
 
@@ -138,11 +142,27 @@ def test_units_of_two_threads_run_side_by_side_on_their_own_connections(tmp_path
     assert clients["first"] is not clients["second"]
 
 
-def test_a_waiting_process_stops_new_units_until_it_had_the_engine(tmp_path: Path) -> None:
+def test_a_waiting_process_stops_new_units_until_it_had_the_engine(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A unit asked for while another process waits for the engine starts only after that
+    process had it: the late unit has seen the waiter (and so decided to wait) before the unit
+    in flight ends and hands the engine over."""
     dsn = f"chdb://{tmp_path / 'engine'}"
     clickhouse = ClickHouseResource(dsn=dsn)
     got_engine = tmp_path / "waiter-got-the-engine"
     seen_by_late_unit: list[bool] = []
+    late_saw_the_waiter = threading.Event()
+    looked_up = embedded_engine.other_waiters
+
+    def watched_waiters(data_dir: Path) -> set[str]:
+        """What KeptEngine reads, under its gate, before it lets a unit start."""
+        found = looked_up(data_dir)
+        if found and threading.current_thread().name == "late-unit":
+            late_saw_the_waiter.set()  # it will wait: the gate is held until it does
+        return found
+
+    monkeypatch.setattr(embedded_engine, "other_waiters", watched_waiters)
 
     def late_unit() -> None:
         with clickhouse.session() as client:
@@ -161,9 +181,9 @@ def test_a_waiting_process_stops_new_units_until_it_had_the_engine(tmp_path: Pat
             while not other_waiters(embedded_path(dsn)):
                 assert time.monotonic() < deadline and waiter.poll() is None
                 time.sleep(0.05)
-            late = threading.Thread(target=late_unit)
+            late = threading.Thread(target=late_unit, name="late-unit")
             late.start()  # sees the waiter: must not start before the other process had its turn
-            time.sleep(0.5)  # (long enough for it to try; the outcome does not depend on it)
+            assert late_saw_the_waiter.wait(30), "the late unit never looked for waiters"
             client.command("SELECT 1")
         late.join(timeout=60)
         assert waiter.wait(timeout=30) == 0

@@ -36,6 +36,8 @@ pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 DAY = dt.date(2026, 11, 6)
 ROWS = 5_000
 CASINO = get_domain("casino")
+# How long a run may take to show its wait for the engine: a bound against a hang.
+WAIT_SECONDS = 120.0
 
 
 def _raw_rows(clickhouse: ClickHouseResource, org: str) -> int:
@@ -47,6 +49,21 @@ def _raw_rows(clickhouse: ClickHouseResource, org: str) -> int:
                 parameters={"o": org, "d": DAY},
             )
         )
+
+
+class Lines:
+    """A WaitLog that keeps what it is told (the resource reports every wait of its own to it)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str) -> None:
+        self.lines.append(msg)
+
+    warning = info
+
+    def waits(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("waiting for")]
 
 
 def _lock_is_free(data_dir: Path) -> bool:
@@ -63,17 +80,19 @@ def test_a_data_dir_held_outside_our_lock_fails_promptly_then_a_later_load_succe
     site = fault_site(tmp_path, f"held{int(kept_open)}", DAY, DAY)
     write_bulk_day(site.tenant, "casino", DAY, ROWS)
     clickhouse = ClickHouseResource(dsn=site.dsn, lock_wait_seconds=30)
+    log = Lines()
+    clickhouse._log = log  # what Dagster's setup_for_execution sets to the run's log
     holder = python(RAW_CHDB_HOLDER, str(site.data_dir), env=site.env)
     holder.wait_for(lambda line: line == "held")
     with clickhouse.kept_open() if kept_open else contextlib.nullcontext():
-        started = time.monotonic()
         with pytest.raises(EngineOpenError) as raised:
             load_day(clickhouse, site.tenant, CASINO, DAY, "run-1")
-        failed_after = time.monotonic() - started
         message = str(raised.value)
         assert f"process {holder.pid} holds the data directory outside" in message, message
         assert "Stack trace" not in message and len(message.splitlines()) == 1
-        assert failed_after < 10, failed_after  # not lock_wait_seconds on our own leaked lock
+        # Promptly: it never waited (a wait reports at once), so not lock_wait_seconds on our
+        # own leaked lock either.
+        assert log.waits() == [], log.lines
         assert _lock_is_free(site.data_dir)
         holder.kill()
         # A later load in the same process (and the same kept engine) succeeds.
@@ -86,26 +105,17 @@ def test_an_uncreatable_data_dir_is_one_clear_error_and_releases_the_lock(tmp_pa
     data_dir = tmp_path / "not-a-dir"
     data_dir.write_text("a file where the data directory should be")
     clickhouse = ClickHouseResource(dsn=f"chdb://{data_dir}", lock_wait_seconds=30)
+    log = Lines()
+    clickhouse._log = log
     for _ in range(2):  # the second attempt would wait on a leaked lock
-        started = time.monotonic()
         with pytest.raises(EngineOpenError, match=f"embedded ClickHouse at {data_dir} could not"):
             with clickhouse.session():
                 pass
-        assert time.monotonic() - started < 10
+        assert log.waits() == [], log.lines  # it failed without waiting for any lock
     assert _lock_is_free(data_dir)
     data_dir.unlink()
     with clickhouse.session() as client:
         assert client.command("SELECT 1") == 1
-
-
-class Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, msg: str) -> None:
-        self.lines.append(msg)
-
-    warning = info
 
 
 def test_an_engine_wait_names_the_holder_and_is_bounded(tmp_path: Path) -> None:
@@ -133,8 +143,7 @@ def test_an_engine_wait_shows_in_the_cli_and_in_the_dagster_run_log(tmp_path: Pa
     holder.wait_for(lambda line: line == "held")
     init = cli("init-db", env=site.env)
     init.wait_for(lambda line: "waiting for embedded ClickHouse" in line)
-    time.sleep(1.0)
-    holder.kill()
+    holder.kill()  # it lets go once the wait has shown
     assert init.finish(timeout=120) == 0, init.output
     assert f":{holder.pid}:" in init.output and "(Dagster run holder)" in init.output
     assert "got embedded ClickHouse" in init.output
@@ -143,7 +152,9 @@ def test_an_engine_wait_shows_in_the_cli_and_in_the_dagster_run_log(tmp_path: Pa
     holder = python(LOCK_HOLDER, str(site.data_dir), str(site.work / "second"), env=site.env)
     holder.wait_for(lambda line: line == "held")
     with DagsterInstance.from_config(str(site.home)) as instance:
-        killer = threading.Timer(4.0, holder.kill)
+        # The holder lets go once the run's log shows its wait (was: after 4 s, which a loaded
+        # machine could spend before the run even asked for the engine).
+        killer = threading.Thread(target=_kill_once_a_run_waits, args=(instance, holder))
         killer.start()
         tenants = [site.tenant]
         result = materialize(
@@ -153,9 +164,27 @@ def test_an_engine_wait_shows_in_the_cli_and_in_the_dagster_run_log(tmp_path: Pa
             resources=run_resources(ClickHouseResource(dsn=site.dsn, lock_wait_seconds=60)),
             partition_key=f"{DAY}|{site.tenant.key}",
         )
-        killer.join()
+        killer.join(timeout=WAIT_SECONDS)
         messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert result.success
     waits = [m for m in messages if "waiting for embedded ClickHouse" in m]
     assert waits and f":{holder.pid}:" in waits[0] and "(Dagster run holder)" in waits[0]
     assert any("got embedded ClickHouse" in m for m in messages)
+
+
+def _kill_once_a_run_waits(instance: DagsterInstance, holder) -> None:
+    """Polls the instance's runs' logs until one says it waits for the engine, then kills the
+    holder; at the bound it kills it anyway (the run then loads, and the test fails on its log
+    showing no wait)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            for run in instance.get_runs():
+                if any(
+                    "waiting for embedded ClickHouse" in (e.user_message or "")
+                    for e in instance.all_logs(run.run_id)
+                ):
+                    return
+            time.sleep(0.05)
+    finally:
+        holder.kill()

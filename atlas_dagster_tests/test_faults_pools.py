@@ -15,10 +15,12 @@ from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
 from atlas_dagster.orchestration.pools import (
+    CLAIM_POLL_SECONDS,
     INSERT_POOL,
+    RECLAIM_SECONDS,
+    RunSlots,
     SlotWaitTimeout,
     claims,
-    insert_slot,
     reclaim_dead_claims,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
@@ -30,6 +32,7 @@ from atlas_dagster_tests.faults_support import (
     Process,
     fault_site,
     python,
+    wait_for_table_part,
 )
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
@@ -85,30 +88,51 @@ def test_claims_of_dead_processes_and_ended_or_unknown_runs_are_freed(tmp_path: 
         assert instance.get_run_by_id(started.run_id).status == DagsterRunStatus.FAILURE
 
 
-def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(
-    tmp_path: Path, monkeypatch
-) -> None:
+class FakeClock:
+    """A clock that moves only when a claim waiting for its turn "sleeps" between two tries."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(tmp_path: Path) -> None:
+    """On the waiting claim's own clock: it gives up neither before its bound nor later than the
+    first look at the pool after it, and its wait's report and error name the holder."""
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         holder = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
+        waiter = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
         log = Lines()
-        started = time.monotonic()
-        with insert_slot(instance, holder.run_id, "raw_events[casino|held]", 1, threading.Event()):
+        clock = FakeClock()
+        held = RunSlots(instance, holder.run_id, "raw_events", lambda: False)
+        waiting = RunSlots(
+            instance,
+            waiter.run_id,
+            "raw_events",
+            lambda: False,
+            log,
+            3,  # the run's ATLAS_SLOT_WAIT_SECONDS
+            clock=clock,
+            sleep=clock.sleep,
+        )
+        with held.slot("raw_events[casino|held]", 1, threading.Event()):
             with pytest.raises(SlotWaitTimeout) as raised:
-                with insert_slot(
-                    instance,
-                    "run-b",
-                    "raw_events[casino|waiting]",
-                    2,
-                    threading.Event(),
-                    log,
-                    wait_seconds=3,  # the run's ATLAS_SLOT_WAIT_SECONDS
-                ):
+                with waiting.slot("raw_events[casino|waiting]", 2, threading.Event()):
                     pass
-        waited = time.monotonic() - started
-    assert 3 <= waited < 15
-    assert f"run {holder.run_id} (STARTED) step raw_events[casino|held]" in str(raised.value)
+            gave_up_at = clock.now
+            assert [c.run_id for c in claims(instance, INSERT_POOL)] == [holder.run_id]
+        assert claims(instance, INSERT_POOL) == []  # the claim that gave up was withdrawn
+    assert 3 < gave_up_at <= 3 + RECLAIM_SECONDS + CLAIM_POLL_SECONDS, gave_up_at
+    assert "(the bound is 3s)" in str(raised.value)
+    assert f"run {holder.run_id} (STARTED) step raw_events[insert slot 1]" in str(raised.value)
     assert f"waiting for a slot of pool {INSERT_POOL} for raw_events[casino|waiting]" in str(log)
+    assert "waited 0s of at most 3s" in str(log)
     assert holder.run_id in str(log)  # the report names who holds the slot
 
 
@@ -175,7 +199,12 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         killed.wait_for(lambda line: "INSERT started" in line)
         # Killed as soon as the engine writes the raw table: a fixed sleep raced an idle
         # machine, where the whole 2M-row INSERT finished inside it (seen in CI).
-        _wait_for_raw_insert(site.data_dir, killed)
+        wait_for_table_part(
+            site.data_dir,
+            "tbt_raw_events_casino",
+            lambda: killed.popen.poll() is None,
+            lambda: killed.output,
+        )
         killed.kill()
         with clickhouse.session() as client:  # what the killed INSERT left behind
             status, partial_rows = _day_state(client)
@@ -206,23 +235,6 @@ def test_three_leaked_slots_then_a_load_completes_saying_what_it_waited_for(
         raw = _day_state(client)[1]
     assert row == [("completed", KILLED_DAY_ROWS, 2)], row  # the killed attempt, then this one
     assert raw == KILLED_DAY_ROWS  # exactly the export's rows: nothing of the killed INSERT
-
-
-def _wait_for_raw_insert(data_dir: Path, load: Process, timeout: float = 120) -> None:
-    """Until a part (or a part being written) of the raw casino table shows on disk.
-
-    The test process cannot query the engine while the load holds its data directory, so it
-    watches the table's folder (Atomic database: store/<uuid[:3]>/<uuid>/), which holds no
-    part before this INSERT: the leaked days never reached the engine.
-    """
-    metadata = data_dir / "metadata" / "atlas" / "tbt_raw_events_casino.sql"
-    uuid = metadata.read_text().split("'")[1]
-    table = data_dir / "store" / uuid[:3] / uuid
-    deadline = time.monotonic() + timeout
-    while not any(p.is_dir() and p.name != "detached" for p in table.iterdir()):
-        assert load.popen.poll() is None, load.output
-        assert time.monotonic() < deadline, load.output
-        time.sleep(0.005)
 
 
 def _day_state(client) -> tuple[str, int]:

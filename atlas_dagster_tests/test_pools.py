@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, instance_for_test
@@ -11,11 +12,11 @@ from dagster._core.test_utils import create_run_for_test
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
+    WAITING_READ_SECONDS,
     ClaimCanceled,
     PoolLimitError,
     RunSlots,
     ensure_insert_pool,
-    insert_slot,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
 
@@ -74,53 +75,98 @@ def _started_run(instance: DagsterInstance) -> str:
     return create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED).run_id
 
 
+# How long a test waits for another thread to reach a point it signals: a bound against a hang,
+# never a measure of speed.
+SIGNAL_SECONDS = 60.0
+
+
+class FakeClock:
+    """A RunSlots clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Waiting:
+    """A RunSlots `sleep` hook: the claim it is called from tried and got no slot, so it waits
+    its turn as a pending claim of the pool. Sets `event`, then polls again shortly after."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __call__(self, seconds: float) -> None:
+        self.event.set()
+        time.sleep(min(seconds, 0.01))  # the poll's interval, not a synchronisation
+
+    def wait(self, who: str) -> None:
+        assert self.event.wait(SIGNAL_SECONDS), f"{who} never waited for a slot"
+
+
+def _never_waits(seconds: float) -> None:
+    raise AssertionError("this claim should have had a slot at once")
+
+
+def _take(
+    instance, run_id: str, key: str, priority: int, canceled, order: list[str], waiting: Waiting
+) -> None:
+    """Another run's INSERT: one claim through RunSlots, its slot freed at its end."""
+    slots = RunSlots(instance, run_id, "raw_events", lambda: False, sleep=waiting)
+    with slots.slot(key, priority, canceled):
+        order.append(key)
+
+
+def _waiter(instance, key: str, priority: int, canceled, order: list[str]):
+    waiting = Waiting()
+    thread = threading.Thread(
+        target=_take,
+        args=(instance, _started_run(instance), key, priority, canceled, order, waiting),
+    )
+    return thread, waiting
+
+
+def _pending(instance: DagsterInstance) -> int:
+    return len(instance.event_log_storage.get_concurrency_info(INSERT_POOL).pending_steps)
+
+
 def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
         order: list[str] = []
-        with insert_slot(instance, _started_run(instance), "held", 100, canceled):
+        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        with held.slot("held", 100, canceled):
             waiters = [
-                threading.Thread(
-                    target=_take,
-                    args=(instance, _started_run(instance), key, priority, canceled, order),
-                )
+                _waiter(instance, key, priority, canceled, order)
                 for key, priority in (("older", 10), ("newer", 20))
             ]
-            for waiter in waiters:
-                waiter.start()
-            _wait_for_pending(instance, 2)
-            assert order == []  # the one slot is held
-        for waiter in waiters:
-            waiter.join(timeout=10)
+            for thread, _ in waiters:
+                thread.start()
+            for (_, waiting), who in zip(waiters, ("older", "newer"), strict=True):
+                waiting.wait(who)  # it tried and got no slot: the one slot is held
+            assert order == [] and _pending(instance) == 3  # the held claim and both waiting
+        for thread, _ in waiters:
+            thread.join(timeout=SIGNAL_SECONDS)
+            assert not thread.is_alive()
         assert order == ["newer", "older"]
+        assert _claimed(instance) == []
 
 
 def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
-        with insert_slot(instance, _started_run(instance), "held", 1, threading.Event()):
+        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        with held.slot("held", 1, threading.Event()):
             canceled.set()
+            waiting = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
             with pytest.raises(ClaimCanceled):
-                with insert_slot(instance, _started_run(instance), "waiting", 2, canceled):
+                with waiting.slot("waiting", 2, canceled):
                     pass
         info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
         assert info.claimed_slots == [] and info.pending_steps == []
-
-
-def _take(instance, run_id: str, key: str, priority: int, canceled, order: list[str]) -> None:
-    with insert_slot(instance, run_id, key, priority, canceled):
-        order.append(key)
-
-
-def _wait_for_pending(instance: DagsterInstance, count: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 10
-    while len(instance.event_log_storage.get_concurrency_info(INSERT_POOL).pending_steps) < count:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 def _claimed(instance: DagsterInstance) -> list[tuple[str, str]]:
@@ -163,57 +209,61 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
         slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
         canceled = threading.Event()
         order: list[str] = []
-        with slots.slot("older run, day 10", 10, canceled):
-            other = threading.Thread(
-                target=_take,
-                args=(instance, _started_run(instance), "newer", 20, canceled, order),
-            )
-            other.start()
-            _wait_for_pending(instance, 2)  # the kept slot's own claim, and the waiting one
-            order.append("older run, day 10")
-        with slots.slot("older run, day 9", 9, canceled):
-            order.append("older run, day 9")
-        other.join(timeout=10)
+        other, waiting = _waiter(instance, "newer", 20, canceled, order)
+        try:
+            with slots.slot("older run, day 10", 10, canceled):
+                other.start()
+                waiting.wait("the other run's claim")  # pending: the kept slot's, and this one
+                order.append("older run, day 10")
+            with slots.slot("older run, day 9", 9, canceled):
+                order.append("older run, day 9")
+            other.join(timeout=SIGNAL_SECONDS)
+        finally:
+            canceled.set()  # a claim still waiting (the failure case) gives up
+            other.join(timeout=SIGNAL_SECONDS)
         slots.release()
         assert order == ["older run, day 10", "newer", "older run, day 9"]
         assert _claimed(instance) == []
 
 
-def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound(
-    monkeypatch,
-) -> None:
+def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound() -> None:
     """RunSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
     bound a kept slot stays kept on a stale "no" (the read is what cost the load), and the first
-    INSERT to end after it reads again and gives the slot to the waiting claim."""
-    import time
+    INSERT to end after it reads again and gives the slot to the waiting claim.
 
-    from atlas_dagster.orchestration import pools
-
-    monkeypatch.setattr(pools, "WAITING_READ_SECONDS", 2.0)
+    On the run's own clock, which moves only here: just inside the bound, then at it."""
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
-        slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
+        clock = FakeClock()
+        slots = RunSlots(
+            instance,
+            _started_run(instance),
+            "raw_events",
+            lambda: True,
+            clock=clock,
+            sleep=_never_waits,  # its one claim (day 10's) finds the pool free
+        )
         canceled = threading.Event()
         order: list[str] = []
-        with slots.slot("day 10", 10, canceled):  # ends with a fresh read: nobody waits
+        with slots.slot("day 10", 10, canceled):  # ends with a fresh read at 0: nobody waits
             order.append("day 10")
-        read_at = time.monotonic()
-        other = threading.Thread(
-            target=_take, args=(instance, _started_run(instance), "newer", 20, canceled, order)
-        )
+        kept = _claimed(instance)
+        assert len(kept) == 1
+        other, waiting = _waiter(instance, "newer", 20, canceled, order)
         other.start()
         try:
-            _wait_for_pending(instance, 2)  # the kept slot's own claim, and the waiting one
-            with slots.slot("day 9", 9, canceled):
+            waiting.wait("the other run's claim")  # pending: the kept slot's, and this one
+            clock.now = WAITING_READ_SECONDS - 0.001
+            with slots.slot("day 9", 9, canceled):  # the kept slot, kept on the stale "no"
                 order.append("day 9")
-            assert time.monotonic() - read_at < 2.0, "too slow to end day 9 within the bound"
-            time.sleep(2.1)
+            assert _claimed(instance) == kept and order == ["day 10", "day 9"]
+            clock.now = WAITING_READ_SECONDS
             with slots.slot("day 8", 8, canceled):  # still kept; its end reads and frees it
                 order.append("day 8")
-            other.join(timeout=10)
+            other.join(timeout=SIGNAL_SECONDS)
         finally:
             canceled.set()  # a claim still waiting (the failure case) gives up
-            other.join(timeout=10)
+            other.join(timeout=SIGNAL_SECONDS)
         assert order == ["day 10", "day 9", "day 8", "newer"]
         slots.release()
         assert _claimed(instance) == []

@@ -38,7 +38,10 @@ class ClaimCanceled(RuntimeError):
 
 
 class BoundedWait:
-    """One wait: call `still_waiting(holder)` on each poll, `done()` once the wait is over."""
+    """One wait: call `still_waiting(holder)` on each poll, `done()` once the wait is over.
+
+    `clock` (time.monotonic) is what elapsed time is read from; a test passes a fake one to
+    drive a wait to its bound without spending it."""
 
     def __init__(
         self,
@@ -46,18 +49,20 @@ class BoundedWait:
         limit_seconds: float,
         log: WaitLog | None = None,
         error: Callable[[str], Exception] = WaitTimeout,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.what = what
         self.limit_seconds = limit_seconds
         self.log = log or LOGGER
         self.error = error
-        self.started = time.monotonic()
+        self.clock = clock
+        self.started = clock()
         self._reported_at: float | None = None
         self._holder = ""
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return self.clock() - self.started
 
     @property
     def remaining(self) -> float:
@@ -73,7 +78,7 @@ class BoundedWait:
                 f"gave up waiting for {self.what}, busy for {elapsed:.0f}s "
                 f"(the bound is {self.limit_seconds:.0f}s): {holder}"
             )
-        now = time.monotonic()
+        now = self.clock()
         if self._reported_at is None or now - self._reported_at >= REPORT_SECONDS:
             self._reported_at = now
             self.log.warning(

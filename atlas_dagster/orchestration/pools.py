@@ -195,15 +195,22 @@ def _claim(
     canceled: threading.Event,
     log: WaitLog | None,
     wait_seconds: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], object],
 ) -> None:
     """Claims one slot under `step_key`; waits its turn by priority, then creation, at most
     `wait_seconds` (ATLAS_SLOT_WAIT_SECONDS), reporting who holds the slots and freeing dead
-    holders' ones. A claim that gives up (canceled, timed out, failed) is withdrawn."""
+    holders' ones. A claim that gives up (canceled, timed out, failed) is withdrawn. Between two
+    tries it calls `sleep(CLAIM_POLL_SECONDS)`; `clock` times the wait (RunSlots passes both)."""
     wait = BoundedWait(
-        f"a slot of pool {INSERT_POOL} for {what}", wait_seconds, log, SlotWaitTimeout
+        f"a slot of pool {INSERT_POOL} for {what}",
+        wait_seconds,
+        log,
+        SlotWaitTimeout,
+        clock,
     )
     waited = False
-    next_reclaim = time.monotonic()
+    next_reclaim = clock()
     try:
         while True:
             # Checked before and after each claim, so a canceled run starts no new INSERT.
@@ -211,12 +218,12 @@ def _claim(
                 raise ClaimCanceled("the run was canceled before this INSERT took a slot")
             if claim_pool_slot(instance, INSERT_POOL, run_id, step_key, priority):
                 break
-            if time.monotonic() >= next_reclaim:
+            if clock() >= next_reclaim:
                 reclaim_dead_claims(instance, INSERT_POOL, log)
                 wait.still_waiting(holders(instance))
-                next_reclaim = time.monotonic() + RECLAIM_SECONDS
+                next_reclaim = clock() + RECLAIM_SECONDS
                 waited = True
-            time.sleep(CLAIM_POLL_SECONDS)
+            sleep(CLAIM_POLL_SECONDS)
         if waited:
             wait.done()
         if canceled.is_set():
@@ -224,27 +231,6 @@ def _claim(
     except BaseException:
         free_pool_slot(instance, run_id, step_key)
         raise
-
-
-@contextlib.contextmanager
-def insert_slot(
-    instance: DagsterInstance,
-    run_id: str,
-    slot_key: str,
-    priority: int,
-    canceled: threading.Event,
-    log: WaitLog | None = None,
-    wait_seconds: float = SLOT_WAIT_SECONDS.default,
-) -> Iterator[None]:
-    """Holds one slot of the pool for one INSERT (see `_claim` for the wait).
-
-    A waiting claim shows as a pending step of the pool on the UI's Concurrency page."""
-    step_key = f"{slot_key}{_WORKER_SEPARATOR}{current_worker()}"
-    _claim(instance, run_id, step_key, slot_key, priority, canceled, log, wait_seconds)
-    try:
-        yield
-    finally:
-        free_pool_slot(instance, run_id, step_key)
 
 
 def claims_waiting(instance: DagsterInstance, pool: str = INSERT_POOL) -> bool:
@@ -282,6 +268,9 @@ class RunSlots:
         more_to_come: Callable[[], bool],
         log: WaitLog | None = None,
         wait_seconds: float = SLOT_WAIT_SECONDS.default,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.instance = instance
         self.run_id = run_id
@@ -289,10 +278,15 @@ class RunSlots:
         self.more_to_come = more_to_come
         self.log = log
         self.wait_seconds = wait_seconds  # the longest a new claim waits (ATLAS_SLOT_WAIT_SECONDS)
+        # What times the slot waits and the waiting-claims reads, and what a claim waiting for
+        # its turn calls between two tries: a test drives both (a fake clock, a sleep that says
+        # the claim is waiting) to prove the bounds without spending them.
+        self.clock = clock
+        self.sleep = sleep
         self._lock = threading.Lock()
         self._idle: list[str] = []
         self._claimed = 0
-        self._waiting_seen: tuple[float, bool] | None = None  # (monotonic, claims_waiting)
+        self._waiting_seen: tuple[float, bool] | None = None  # (clock, claims_waiting)
 
     def _new_step_key(self) -> str:
         with self._lock:
@@ -303,7 +297,8 @@ class RunSlots:
     @contextlib.contextmanager
     def slot(self, what: str, priority: int, canceled: threading.Event) -> Iterator[None]:
         """Holds a slot for the INSERT of `what`: a kept one if the run has one idle, else a new
-        claim waiting its turn (named after `what` in the wait's reports)."""
+        claim waiting its turn (named after `what` in the wait's reports; see `_claim`). A waiting
+        claim shows as a pending step of the pool on the UI's Concurrency page."""
         with self._lock:
             step_key = self._idle.pop() if self._idle else None
         if step_key is None:
@@ -317,6 +312,8 @@ class RunSlots:
                 canceled,
                 self.log,
                 self.wait_seconds,
+                self.clock,
+                self.sleep,
             )
         keep = False
         try:
@@ -333,7 +330,7 @@ class RunSlots:
 
     def _claims_waiting(self) -> bool:
         """`claims_waiting`, read at most every WAITING_READ_SECONDS by the run's threads."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             seen = self._waiting_seen
             if seen is not None and now - seen[0] < WAITING_READ_SECONDS:

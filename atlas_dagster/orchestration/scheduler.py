@@ -145,6 +145,12 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         with self._lock:
             return bool(self._pending) and not self.canceled.is_set()
 
+    def in_flight(self) -> int:
+        """Slots handed to a worker and not yet done (a day waiting to retry is not one): what a
+        caller watching the workers compares with the works it sees running."""
+        with self._lock:
+            return len(self._state.dispatched) - len(self._state.done)
+
     def tenant_parallelism(self, tenant_key: str) -> int:
         return self.parallelism if self._ramps[tenant_key].passed else 1
 
