@@ -1,1 +1,1 @@
-"""Dagster assets: raw tables fed through the inbound Null tables (gold to follow)."""
+"""Dagster assets: raw tables fed through the inbound Null tables, gold, the client report."""

@@ -24,7 +24,7 @@ from atlas_dagster.loading.statements import diagnosis_source
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows
-from atlas_dagster.validation.schema import DaySchema, check_schema, footer_failures
+from atlas_dagster.validation.schema import DaySchema, day_schemas
 
 # Days whose files one row-rule query reads. Per day on tiny exports (bench/bench_verify.py), a
 # query of its own cost 28 ms (17 ms in the engine, 10 ms binding the long rule text); one query
@@ -78,7 +78,7 @@ def listed_states(
             exports[day] = listing
         else:
             states[day] = ExportState(files=0, rows=None, error=failed(listing))
-    schemas = _schemas(exports, domain, tenant)
+    schemas = day_schemas(exports, domain, tenant)
     for day, schema in schemas.items():
         if isinstance(schema, Exception):
             export = exports.pop(day)
@@ -94,28 +94,6 @@ def listed_states(
                     files=len(export.files), rows=export.num_rows, error=errors.get(day)
                 )
     return states
-
-
-def _schemas(
-    exports: dict[dt.date, DayExport], domain: Domain, tenant: Tenant
-) -> dict[dt.date, DaySchema | Exception]:
-    """check_schema of every day, its footer statistics validated once for all days; a day that
-    fails anything is checked again alone, so that its error is the one check_schema gives."""
-    schemas: dict[dt.date, DaySchema | Exception] = {}
-    again = set()
-    for day, export in exports.items():
-        try:
-            schemas[day] = check_schema(export, domain, tenant, day, statistics=False)
-        except Exception:
-            again.add(day)
-    typed = {day: exports[day] for day in schemas}
-    again |= footer_failures(typed, domain, tenant)
-    for day in again:
-        try:
-            schemas[day] = check_schema(exports[day], domain, tenant, day)
-        except Exception as exc:
-            schemas[day] = exc
-    return schemas
 
 
 def _chunks(days: list[dt.date], size: int) -> list[list[dt.date]]:

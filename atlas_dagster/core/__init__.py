@@ -1,2 +1,2 @@
-"""The lowest layer: what every other layer uses (workers, phases, bounded waits, tag names); it
-imports nothing of atlas_dagster above it."""
+"""The lowest layer: what every other layer uses (calendar days, tag names, bounded waits, phase
+timings, workers); it imports nothing of atlas_dagster above it."""

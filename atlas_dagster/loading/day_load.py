@@ -23,12 +23,7 @@ from atlas_dagster.core.phases import PhaseTimer
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource, day_folder
 from atlas_dagster.loading import backfill_log
-from atlas_dagster.loading.errors import (
-    LoadCanceled,
-    LoadMismatchError,
-    OutsideDomainWindow,
-    PartitionOutOfScope,
-)
+from atlas_dagster.loading.errors import LoadCanceled, LoadMismatchError
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.statements import (
     Statement,
@@ -46,6 +41,7 @@ from atlas_dagster.loading.statements import (
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import run_command
 from atlas_dagster.resources.schema import ensure_schema
+from atlas_dagster.scope import check_scope
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows
 from atlas_dagster.validation.schema import DaySchema, check_schema
@@ -83,25 +79,6 @@ class PreparedDay:
     query_id: str = field(default_factory=lambda: f"atlas-{uuid.uuid4()}")
     # Validation's phases, then the load's and (through after_load) the checks'.
     timer: PhaseTimer = field(default_factory=PhaseTimer)
-
-
-def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:
-    if domain.name not in tenant.domains:
-        raise PartitionOutOfScope(
-            f"tenant {tenant.key} does not list domain {domain.name!r} "
-            f"(it lists {list(tenant.domains)})"
-        )
-    if not tenant.covers(day):
-        raise PartitionOutOfScope(
-            f"{day} is outside tenant {tenant.key}'s window "
-            f"{tenant.start_date}..{tenant.last_date()}"
-        )
-    if not tenant.covers(day, domain.name):
-        first, last = tenant.window(domain.name)
-        raise OutsideDomainWindow(
-            f"{day} is outside domain {domain.name}'s own window {first}..{last} "
-            f"(tenant {tenant.key})"
-        )
 
 
 def _credentials(tenant: Tenant) -> tuple[str, ...]:

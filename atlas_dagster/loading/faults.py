@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 
 from atlas_dagster.core.waits import ClaimCanceled, PoolLimitError, WaitTimeout
-from atlas_dagster.loading.errors import LoadCanceled, LoadMismatchError, PartitionOutOfScope
+from atlas_dagster.loading.errors import LoadCanceled, LoadMismatchError
 from atlas_dagster.resources.embedded_engine import EngineOpenError
+from atlas_dagster.scope import PartitionOutOfScope
 from atlas_dagster.settings import SettingsError
 from atlas_dagster.tenants import TenantConfigError
 from atlas_dagster.validation.schema import ValidationError

@@ -20,11 +20,9 @@ from atlas_dagster.validation.schema import DaySchema
 # A statement's text and the values bound to its {name:Type} placeholders.
 Statement = tuple[str, dict[str, object]]
 
-# Levers that keep the Null table + bridge MV path as fast as a bare INSERT (see `make bench`).
-# Measured on 2 cores, chDB 26.9, fresh engine per run: without parallel view processing the MV
-# path used about one core (5M-row day: 3.8-4.9 s against 2.3-2.7 s bare); with it and 4 insert
-# threads, 2.4-2.7 s at the bare INSERT's peak RSS (2.5 GB); 2M rows 1.24-1.51 s (bare
-# 1.18-1.50 s, 2 threads and no view parallelism 1.97-2.19 s); 1M rows equal within noise.
+# Levers that keep the Null table + bridge MV path as fast as a bare INSERT; each one's runs are
+# in docs/benchmarks.md. Without parallel view processing the MV path used one core (5M-row day:
+# 3.8-4.9 s against 2.3-2.7 s bare); with it and 4 insert threads, 2.4-2.7 s.
 INSERT_SETTINGS: dict[str, int] = {
     "max_insert_threads": 4,
     "parallel_view_processing": 1,
@@ -37,18 +35,15 @@ INSERT_SETTINGS: dict[str, int] = {
     # the row rule "required columns hold a value in every row" at no cost per row.
     "input_format_null_as_default": 0,
     # The row guards never filter a row (they pass or refuse the day), so pushing them down to
-    # the Parquet reader (row-group statistics, bloom filters) or into PREWHERE can skip nothing
-    # and only costs: on 5k-row days, interleaved, guards cost +12 ms CPU a day with push-down
-    # and PREWHERE, +2.6 ms without (32.0 ms without guards).
+    # the Parquet reader or into PREWHERE can skip nothing and only costs (+12 ms CPU a 5k-row
+    # day against +2.6 ms: docs/benchmarks.md, small days, step 3).
     "input_format_parquet_filter_push_down": 0,
     "input_format_parquet_bloom_filter_push_down": 0,
     "optimize_move_to_prewhere": 0,
     # No replacing merge of each block as it is written: every reader of a raw table dedups
-    # itself (FINAL, or argMax over ingested_at), and rows of one day that land in different
-    # blocks were never merged at insert anyway. Measured on a 5M-row day, 5 fresh engines each,
-    # interleaved: INSERT 2.00 s wall / 3.72 s CPU against 2.85 / 5.32 with it (bare INSERT
-    # with the engine's default: 2.69 / 4.90). The FINAL reads of the day pay a little until a
-    # merge (3 engines each): count 0.01 -> 0.04 s on a 1M-row day, 0.22 -> 0.24 s at 5M.
+    # itself (FINAL, or argMax over ingested_at), and rows of one day in different blocks were
+    # never merged at insert anyway. A 5M-row day: 2.00 s wall / 3.72 s CPU against 2.85 / 5.32
+    # with it (docs/benchmarks.md, large days, step 8).
     "optimize_on_insert": 0,
 }
 

@@ -15,7 +15,7 @@ from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError
-from atlas_dagster.validation.schema import ValidationError, check_schema
+from atlas_dagster.validation.schema import ValidationError, day_schemas
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,9 @@ class DaySize:
 
 def export_sizes(plan: BackfillPlan) -> list[DaySize]:
     """Files, bytes and rows of every planned day, and the refusals its footers already show
-    (schema, types, statistics), from one listing pass per domain and the footers only: no row
-    is read and nothing is written."""
+    (schema, types, statistics), from one listing pass per domain and the footers only, their
+    statistics validated in one pass per domain (day_schemas): no row is read and nothing is
+    written."""
     source = ExportSource(plan.tenant)
     listed: dict[tuple[str, dt.date], DayExport | ExportError] = {}
     for domain in plan.domains:
@@ -199,18 +200,27 @@ def export_sizes(plan: BackfillPlan) -> list[DaySize]:
         if days:
             found = source.list_window(domain.name, days)
             listed |= {(domain.name, day): export for day, export in found.items()}
+    schemas: dict[tuple[str, dt.date], object] = {}
+    for domain in plan.domains:
+        exports = {
+            day: export
+            for (name, day), export in listed.items()
+            if name == domain.name and isinstance(export, DayExport)
+        }
+        found = day_schemas(exports, domain, plan.tenant)
+        schemas |= {(domain.name, day): schema for day, schema in found.items()}
     sizes = []
     for planned in plan.days:
-        export = listed[(planned.domain.name, planned.partition_date)]
+        key = (planned.domain.name, planned.partition_date)
+        export, schema = listed[key], schemas.get(key)
         if isinstance(export, ExportError):
             sizes.append(DaySize(planned, None, str(export)))
-            continue
-        try:
-            check_schema(export, planned.domain, plan.tenant, planned.partition_date)
-        except ValidationError as exc:
-            sizes.append(DaySize(planned, export, f"refused: {exc}"))
-            continue
-        sizes.append(DaySize(planned, export))
+        elif isinstance(schema, ValidationError):
+            sizes.append(DaySize(planned, export, f"refused: {schema}"))
+        elif isinstance(schema, Exception):
+            raise schema  # not the contract (a read that failed): raised as check_schema did
+        else:
+            sizes.append(DaySize(planned, export))
     return sizes
 
 

@@ -46,14 +46,12 @@ from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.day_load import (
     DayLoad,
     KnownDays,
-    check_scope,
     failure_message,
     insert_day,
     kill_insert,
     known_days,
     prepare_day,
 )
-from atlas_dagster.loading.errors import OutsideDomainWindow, PartitionOutOfScope
 from atlas_dagster.loading.faults import Fault, classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
@@ -68,6 +66,7 @@ from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import TenantDay, backfill_raw_partitions, tenant_days_newest_first
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
+from atlas_dagster.scope import OutsideDomainWindow, PartitionOutOfScope, check_scope
 from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
 

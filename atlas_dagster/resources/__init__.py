@@ -1,1 +1,2 @@
-"""Dagster resources: ClickHouse access and per-tenant S3 clients."""
+"""ClickHouse access (connection, schema, the resource, the engine's exclusions) and a run's
+tunables as a resource."""

@@ -309,3 +309,25 @@ def column_readings(export_file: ExportFile, domain: Domain) -> tuple[str, ...]:
         if reading:
             readings.append(f"{column.name}: {reading}")
     return tuple(readings)
+
+
+def day_schemas(
+    exports: dict[dt.date, DayExport], domain: Domain, tenant: Tenant
+) -> dict[dt.date, DaySchema | Exception]:
+    """check_schema of every day, its footer statistics validated once for all days; a day that
+    fails anything is checked again alone, so that its error is the one check_schema gives."""
+    schemas: dict[dt.date, DaySchema | Exception] = {}
+    again = set()
+    for day, export in exports.items():
+        try:
+            schemas[day] = check_schema(export, domain, tenant, day, statistics=False)
+        except Exception:
+            again.add(day)
+    typed = {day: exports[day] for day in schemas}
+    again |= footer_failures(typed, domain, tenant)
+    for day in again:
+        try:
+            schemas[day] = check_schema(exports[day], domain, tenant, day)
+        except Exception as exc:
+            schemas[day] = exc
+    return schemas
