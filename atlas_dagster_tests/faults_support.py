@@ -78,6 +78,24 @@ DRAIN_SECONDS = 30.0
 
 
 @dataclass
+class Lines:
+    """A WaitLog that keeps what it is told (a resource or a pool claim reports its waits to it)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str) -> None:
+        self.lines.append(msg)
+
+    warning = info
+
+    def waits(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("waiting for")]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
 class Process:
     """A child process whose combined output is collected line by line."""
 

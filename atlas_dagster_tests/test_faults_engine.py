@@ -28,7 +28,14 @@ from atlas_dagster.resources.embedded_engine import (
 )
 from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row, run_resources
-from atlas_dagster_tests.faults_support import LOCK_HOLDER, RAW_CHDB_HOLDER, cli, fault_site, python
+from atlas_dagster_tests.faults_support import (
+    LOCK_HOLDER,
+    RAW_CHDB_HOLDER,
+    Lines,
+    cli,
+    fault_site,
+    python,
+)
 from atlas_dagster_tests.load_support import load_day
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
@@ -49,21 +56,6 @@ def _raw_rows(clickhouse: ClickHouseResource, org: str) -> int:
                 parameters={"o": org, "d": DAY},
             )
         )
-
-
-class Lines:
-    """A WaitLog that keeps what it is told (the resource reports every wait of its own to it)."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, msg: str) -> None:
-        self.lines.append(msg)
-
-    warning = info
-
-    def waits(self) -> list[str]:
-        return [line for line in self.lines if line.startswith("waiting for")]
 
 
 def _lock_is_free(data_dir: Path) -> bool:

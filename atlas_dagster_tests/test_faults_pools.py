@@ -29,6 +29,7 @@ from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.faults_support import (
     LOCK_HOLDER,
     PASS_ENDS,
+    Lines,
     Process,
     fault_site,
     python,
@@ -42,24 +43,13 @@ KILLED_DAY = dt.date(2026, 11, 5)
 KILLED_DAY_ROWS = 2_000_000  # an INSERT of a few seconds, to be killed in its middle
 
 
-class Lines:
-    """A WaitLog that keeps what it is told."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, msg: str) -> None:
-        self.lines.append(msg)
-
-    warning = info
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
 def _dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
-                          capture_output=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
     return int(done.stdout)
 
 
