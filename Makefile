@@ -26,6 +26,9 @@ BENCH_FLEET_BACKFILL_ARGS ?=
 BENCH_VERIFY_ARGS ?=
 # make bench BENCH=report: every client's progress report, 100 tenants x 3 years (bench/bench_report.py).
 BENCH_REPORT_ARGS ?=
+# make bench BENCH=dry-run: backfill --dry-run's footer pass over a year, in bulk and per day
+# (bench/bench_dry_run.py).
+BENCH_DRY_RUN_ARGS ?=
 # make bench BENCH=writers: each real writer's export through `atlas-dagster load`, and each tool's
 # types' INSERT cost beside the bare engine (bench/bench_writers.py).
 BENCH_WRITERS_ARGS ?=
@@ -83,6 +86,7 @@ bench: install
 	$(if $(filter verify,$(BENCH)),$(BIN)/python -m bench.bench_verify $(BENCH_VERIFY_ARGS))
 	$(if $(filter report,$(BENCH)),$(BIN)/python -m bench.bench_report $(BENCH_REPORT_ARGS))
 	$(if $(filter writers,$(BENCH)),$(BIN)/python -m bench.bench_writers $(BENCH_WRITERS_ARGS))
+	$(if $(filter dry-run,$(BENCH)),$(BIN)/python -m bench.bench_dry_run $(BENCH_DRY_RUN_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home
