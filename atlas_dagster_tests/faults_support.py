@@ -77,7 +77,6 @@ RAW_CHDB_HOLDER = textwrap.dedent(
 DRAIN_SECONDS = 30.0
 
 
-@dataclass
 class Lines:
     """A WaitLog that keeps what it is told (a resource or a pool claim reports its waits to it)."""
 
@@ -96,6 +95,7 @@ class Lines:
         return "\n".join(self.lines)
 
 
+@dataclass
 class Process:
     """A child process whose combined output is collected line by line."""
 
