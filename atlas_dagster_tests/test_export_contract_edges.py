@@ -18,7 +18,7 @@ from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import SUCCESS_MARKER, ExportError, ExportSource, tenant_root
 from atlas_dagster.loading.day_load import count_day
 from atlas_dagster.orchestration.backfill_plan import build_plan
-from atlas_dagster.orchestration.raw_run import plan_works
+from atlas_dagster.orchestration.raw_work import plan_works
 from atlas_dagster.partitions import partition_key
 from atlas_dagster.scope import OutsideDomainWindow, check_scope
 from atlas_dagster.tenants import TenantConfigError, load_tenants

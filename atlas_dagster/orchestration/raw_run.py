@@ -10,8 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 
 from clickhouse_connect.driver.client import Client
 from dagster import (
@@ -44,15 +43,15 @@ from atlas_dagster.core.workers import current_worker
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.day_load import (
-    DayLoad,
     KnownDays,
+    PreparedDay,
     failure_message,
     insert_day,
     kill_insert,
     known_days,
     prepare_day,
 )
-from atlas_dagster.loading.faults import Fault, classify
+from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
@@ -62,104 +61,26 @@ from atlas_dagster.orchestration.pools import (
     day_priority,
     ensure_insert_pool,
 )
+from atlas_dagster.orchestration.raw_work import (
+    RawResult,
+    RawWork,
+    domains_by_key,
+    load_metadata,
+    plan_works,
+    tries_text,
+)
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
-from atlas_dagster.partitions import TenantDay, backfill_raw_partitions, tenant_days_newest_first
+from atlas_dagster.partitions import backfill_raw_partitions
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
-from atlas_dagster.scope import OutsideDomainWindow, PartitionOutOfScope, check_scope
 from atlas_dagster.settings import LoadSettings
-from atlas_dagster.tenants import Tenant, TenantConfigError, tenant_by_key
+from atlas_dagster.tenants import Tenant
 
 RAW_STEP = "raw_events"
 # The tenant's backfill progress (a read of its whole window in backfill_log) rides on a day's
 # materialization at most this often, and always on the run's last one: measured 23 ms a day
 # when read for every day, a cost that grew with the tenant's history.
 PROGRESS_EVERY_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class RawWork:
-    """One tenant-day of one domain."""
-
-    tenant: Tenant
-    domain: Domain
-    tenant_day: TenantDay
-
-    @property
-    def asset_key(self) -> AssetKey:
-        return AssetKey(self.domain.raw_table)
-
-    @property
-    def partition_key(self) -> str:
-        return self.tenant_day.partition_key
-
-    @property
-    def label(self) -> str:
-        return f"{self.domain.raw_table} {self.partition_key}"
-
-
-@dataclass
-class RawResult:
-    work: RawWork
-    load: DayLoad | None = None
-    error: str = ""
-    checks: list[CheckOutcome] = field(default_factory=list)
-    # When the scheduler handed the day to a worker, and when it counted the day done (its
-    # tenant's next day could be dispatched from then on): the fleet order is judged from them.
-    dispatched_at: float = field(default_factory=time.time)
-    settled_at: float | None = None
-    insert_started_at: float | None = None
-    insert_finished_at: float | None = None
-    progress: dict[str, MetadataValue] = field(default_factory=dict)
-    # The last try's failure, what loading/faults.py makes of it, and the tries made.
-    exception: BaseException | None = None
-    fault: Fault | None = None
-    attempts: int = 1
-
-    @property
-    def passed(self) -> bool:
-        return self.load is not None and all(c.passed for c in self.checks)
-
-
-def domains_by_key(keys: set[AssetKey]) -> list[Domain]:
-    return [d for d in DOMAINS.values() if AssetKey(d.raw_table) in keys]
-
-
-def plan_works(
-    tenants: list[Tenant], domains: list[Domain], partition_keys: list[str]
-) -> tuple[list[RawWork], list[tuple[RawWork | None, str, str]], int]:
-    """Works in order (newest day, tenant, domain), (work, partition, reason) refused ones, and
-    how many were skipped.
-
-    A range over several tenants (a fleet run) is a rectangle of dates × tenants, so it covers
-    days outside some tenants' windows or domains they do not list: those are skipped, not
-    failed. A run of one tenant names its days explicitly: they are refused, except days inside
-    the tenant's window that a domain with its own dates does not have (a range over all raw
-    assets covers them), which are skipped.
-    """
-    works: list[RawWork] = []
-    refused: list[tuple[RawWork | None, str, str]] = []
-    skipped = 0
-    tenant_days = tenant_days_newest_first(partition_keys)
-    fleet = len({d.tenant_key for d in tenant_days}) > 1
-    for tenant_day in tenant_days:
-        try:
-            tenant = tenant_by_key(tenants, tenant_day.tenant_key)
-        except TenantConfigError as exc:
-            refused.append((None, tenant_day.partition_key, str(exc)))
-            continue
-        for domain in domains:
-            work = RawWork(tenant, domain, tenant_day)
-            try:
-                check_scope(tenant, domain, tenant_day.partition_date)
-            except PartitionOutOfScope as exc:
-                if fleet or isinstance(exc, OutsideDomainWindow):
-                    skipped += 1
-                else:
-                    refused.append((work, tenant_day.partition_key, str(exc)))
-                continue
-            works.append(work)
-    return works, refused, skipped
 
 
 class RawRun:
@@ -246,6 +167,17 @@ class RawRun:
         self, domains: list[Domain], partition_keys: list[str]
     ) -> Iterator[AssetMaterialization]:
         works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
+        self._report_refused(refused, skipped)
+        if not works:
+            return
+        scheduler = self._start(works, domains)
+        # Embedded: one open engine for the run's days, handed over whenever another waits.
+        with self.clickhouse.kept_open():
+            self._read_known(works)
+            yield from self._run_loads(scheduler)
+
+    def _report_refused(self, refused: list[tuple[RawWork | None, str, str]], skipped: int) -> None:
+        """Days the run will not load: skipped ones counted, refused ones failed with checks."""
         if skipped:
             self.context.log.info(
                 f"skipped {skipped} tenant-day(s) of this range outside their tenant's or "
@@ -259,8 +191,11 @@ class RawRun:
                 self._report_checks(
                     work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
                 )
-        if not works:
-            return
+
+    def _start(
+        self, works: list[RawWork], domains: list[Domain]
+    ) -> LoadScheduler[RawWork, RawResult]:
+        """The pool seeded, the backpressure and pause watch on, the run's slots and scheduler."""
         parallelism = ensure_insert_pool(self.context.instance, self.settings.parallel_inserts)
         self._start_backpressure(parallelism, domains)
         assert self._pressure is not None
@@ -290,33 +225,34 @@ class RawRun:
             self.context.log,
             wait_seconds=self.settings.slot_wait_seconds,
         )
-        # Embedded: one open engine for the run's days, handed over whenever another waits.
-        with self.clickhouse.kept_open():
-            self._read_known(works)
-            held: RawResult | None = None
-            try:
-                for outcome in scheduler.run(
-                    on_started=lambda w: self._lines.started(
-                        f"{w.label} (worker {current_worker()})"
-                    ),
-                    on_cancel=self._kill_in_flight,
-                    on_idle=self._idle,
-                    on_retry=self._log_retry,
-                ):
-                    self._after_outcome(outcome.result)
-                    # One day behind, so that the run's last materialization can carry the
-                    # tenant's progress as the run leaves it.
-                    if held is not None:
-                        yield from self._report(held)
-                    held = outcome.result
-            finally:
-                self._slots.release()
-                self._lines.flush()
-            if held is not None:
-                if held.load is not None and not held.progress:
-                    self._add_progress(held, force=True)
-                yield from self._report(held)
+        return scheduler
+
+    def _run_loads(
+        self, scheduler: LoadScheduler[RawWork, RawResult]
+    ) -> Iterator[AssetMaterialization]:
+        """Each day's outcome as the scheduler settles it, reported one day behind, so that the
+        run's last materialization can carry the tenant's progress as the run leaves it."""
+        assert self._slots is not None
+        held: RawResult | None = None
+        try:
+            for outcome in scheduler.run(
+                on_started=lambda w: self._lines.started(f"{w.label} (worker {current_worker()})"),
+                on_cancel=self._kill_in_flight,
+                on_idle=self._idle,
+                on_retry=self._log_retry,
+            ):
+                self._after_outcome(outcome.result)
+                if held is not None:
+                    yield from self._report(held)
+                held = outcome.result
+        finally:
+            self._slots.release()
             self._lines.flush()
+        if held is not None:
+            if held.load is not None and not held.progress:
+                self._add_progress(held, force=True)
+            yield from self._report(held)
+        self._lines.flush()
 
     def _start_backpressure(self, parallelism: int, domains: list[Domain]) -> None:
         instance, run_id = self.context.instance, self.run_id
@@ -420,9 +356,37 @@ class RawRun:
                 result.progress = progress_metadata(client, tenant)
 
     def _execute(
-        self, work: RawWork, canceled: threading.Event, mark_started
+        self, work: RawWork, canceled: threading.Event, mark_started: Callable[[], None]
     ) -> tuple[RawResult, bool]:
+        """LoadScheduler's work (a worker thread): the day validated, then loaded in a slot of
+        the pool with its checks in the load's session; (its result, whether it passed)."""
         result = RawResult(work)
+        prepared = self._prepare(work, canceled, result)
+        if prepared is None:
+            return result, False
+        validated = ExportState(
+            files=len(prepared.day_export.files), rows=prepared.day_export.num_rows, error=None
+        )
+        self._query_ids[work] = prepared.query_id
+        try:
+            self._insert_in_slot(work, prepared, validated, canceled, mark_started, result)
+        except ClaimCanceled as exc:
+            result.exception = exc
+            result.error = str(exc)
+            return result, False
+        except Exception as exc:
+            result.exception = exc
+            result.error = failure_message(self.clickhouse, exc, prepared.secrets)
+            result.checks = session_outcomes(
+                self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date, validated
+            )
+        return result, result.passed
+
+    def _prepare(
+        self, work: RawWork, canceled: threading.Event, result: RawResult
+    ) -> PreparedDay | None:
+        """A previous try's uncertain INSERT resolved, then the day validated; None when it is
+        refused (`result` then holds the error and the checks it fails)."""
         day = work.tenant_day.partition_date
         try:
             uncertain = self._uncertain.get(work)
@@ -431,7 +395,7 @@ class RawRun:
                     f"{work.label}: {resolve_uncertain(self.clickhouse, uncertain, canceled)}"
                 )
                 del self._uncertain[work]
-            prepared = prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id)
+            return prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id)
         except Exception as exc:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, ())
@@ -439,10 +403,20 @@ class RawRun:
             result.checks = session_outcomes(
                 self.clickhouse, work.tenant, work.domain, day, refused
             )
-            return result, False
-        day_export = prepared.day_export
-        validated = ExportState(files=len(day_export.files), rows=day_export.num_rows, error=None)
-        self._query_ids[work] = prepared.query_id
+            return None
+
+    def _insert_in_slot(
+        self,
+        work: RawWork,
+        prepared: PreparedDay,
+        validated: ExportState,
+        canceled: threading.Event,
+        mark_started: Callable[[], None],
+        result: RawResult,
+    ) -> None:
+        """Waits for a slot of the pool (timed as the phase slot_wait), then loads the day; its
+        checks run in the load's own engine session once 'completed' is logged."""
+        day = work.tenant_day.partition_date
 
         def checks_in_session(client: Client, entry: backfill_log.LogEntry) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
@@ -463,38 +437,26 @@ class RawRun:
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
         assert self._slots is not None
-        try:
-            wait_started = (time.monotonic(), process_cpu_seconds())
-            with self._slots.slot(slot_key, day_priority(day), canceled):
-                prepared.timer.add(
-                    "slot_wait",
-                    time.monotonic() - wait_started[0],
-                    process_cpu_seconds() - wait_started[1],
-                )
-                mark_started()
-                result.insert_started_at = time.time()
-                try:
-                    result.load = insert_day(
-                        self.clickhouse,
-                        prepared,
-                        self.run_id,
-                        canceled=canceled,
-                        after_load=checks_in_session,
-                        known=self._known.get(work.tenant.key),
-                    )
-                finally:
-                    result.insert_finished_at = time.time()
-        except ClaimCanceled as exc:
-            result.exception = exc
-            result.error = str(exc)
-            return result, False
-        except Exception as exc:
-            result.exception = exc
-            result.error = failure_message(self.clickhouse, exc, prepared.secrets)
-            result.checks = session_outcomes(
-                self.clickhouse, work.tenant, work.domain, day, validated
+        wait_started = (time.monotonic(), process_cpu_seconds())
+        with self._slots.slot(slot_key, day_priority(day), canceled):
+            prepared.timer.add(
+                "slot_wait",
+                time.monotonic() - wait_started[0],
+                process_cpu_seconds() - wait_started[1],
             )
-        return result, result.passed
+            mark_started()
+            result.insert_started_at = time.time()
+            try:
+                result.load = insert_day(
+                    self.clickhouse,
+                    prepared,
+                    self.run_id,
+                    canceled=canceled,
+                    after_load=checks_in_session,
+                    known=self._known.get(work.tenant.key),
+                )
+            finally:
+                result.insert_finished_at = time.time()
 
     def _probe(self, client: Client, timer) -> None:
         """The service's health, read in a load's session at most every health_probe_seconds
@@ -528,7 +490,7 @@ class RawRun:
         if result.load is None:
             self.failed.append(work.label)
             self._lines.flush()  # what started and finished before it, then the failure
-            self.context.log.error(f"{work.label} failed{_tries(result)}: {result.error}")
+            self.context.log.error(f"{work.label} failed{tries_text(result)}: {result.error}")
             return
         # Every loaded day in the words an operator searches the run log for (the
         # materialization's metadata is not shown inline there), a few days to an event.
@@ -540,7 +502,7 @@ class RawRun:
         yield AssetMaterialization(
             asset_key=work.asset_key,
             partition=work.partition_key,
-            metadata=_load_metadata(result),
+            metadata=load_metadata(result),
         )
 
     def _report_checks(self, work: RawWork, outcomes: list[CheckOutcome]) -> None:
@@ -568,43 +530,9 @@ class RawRun:
                     self._report_checks(by_day[day], outcomes)
 
 
-def _tries(result: RawResult) -> str:
-    """How the failure was judged, for the run log's failure line."""
-    fault = result.fault
-    if fault is None:
-        return ""
-    if fault.transient:
-        return f" after {result.attempts} tries, the last transient ({fault.cause})"
-    return f" at try {result.attempts}, permanent ({fault.cause}): not retried"
-
-
 def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:
     return AssetCheckKey(asset_key, name)
 
 
 def _refused_check(name: str, reason: str) -> CheckOutcome:
     return CheckOutcome(name, False, f"outside the tenant's scope: {reason}")
-
-
-def _load_metadata(result: RawResult) -> dict[str, MetadataValue]:
-    load = result.load
-    assert load is not None
-    return {
-        "rows_loaded": MetadataValue.int(load.rows_loaded),
-        "source_rows": MetadataValue.int(load.source_rows),
-        "duplicate_rows": MetadataValue.int(load.duplicate_rows),
-        "files": MetadataValue.int(load.files),
-        "bytes": MetadataValue.int(load.bytes),
-        "s3_path": MetadataValue.path(load.s3_path),
-        "duration_seconds": MetadataValue.float(round(load.duration_seconds, 3)),
-        "insert_seconds": MetadataValue.float(round(load.insert_seconds, 3)),
-        "dispatched_at": MetadataValue.timestamp(result.dispatched_at),
-        "settled_at": MetadataValue.timestamp(result.settled_at or 0.0),
-        "insert_started_at": MetadataValue.timestamp(result.insert_started_at or 0.0),
-        "insert_finished_at": MetadataValue.timestamp(result.insert_finished_at or 0.0),
-        "clickhouse_query_id": MetadataValue.text(load.query_id),
-        "attempt": MetadataValue.int(load.attempt),
-        # Where the day's time went (validation, engine session, INSERT, counts, checks).
-        "load_phases": MetadataValue.json(load.phases.as_json()),
-        **result.progress,
-    }
