@@ -58,6 +58,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check-imports
 
 # Debian's chromium and postgresql, installed with apt-get when missing (root) or named with the
@@ -68,12 +69,14 @@ system-deps:
 # Everything: ruff, then every tier (browser, PostgreSQL, dagster dev end to end, the wheel).
 test: install system-deps
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check-imports
 	$(PYTEST) $(NO_TESTS_IS_FAILURE)
 
 # The fast tier (pytest -m "not slow"): under a minute, no browser, PostgreSQL or dagster dev.
 test-fast: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check-imports
 	$(PYTEST) -m "not slow" $(NO_TESTS_IS_FAILURE)
 

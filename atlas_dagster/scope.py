@@ -26,9 +26,7 @@ def in_scope(
 ) -> bool:
     """A raw asset has one domain; a gold asset is in scope when any of its sources is (each
     in its own window: a domain launched later has no days before its start)."""
-    return any(
-        domain in tenant.domains and tenant.covers(day, domain, today) for domain in domains
-    )
+    return any(domain in tenant.domains and tenant.covers(day, domain, today) for domain in domains)
 
 
 def check_scope(tenant: Tenant, domain: Domain, day: dt.date) -> None:

@@ -175,5 +175,3 @@ WRITERS: dict[str, Writer] = {
 }
 EMPTY_DAY_WRITER = "complete-export-empty-day"
 NANOSECOND_WRITERS = ("pandas-pyarrow-ns", "pandas-fastparquet-ns", "spark-defaults-int96")
-
-

@@ -57,11 +57,7 @@ def unexplained_inversions(
         in_ramp = at < ramp_end[tenant]
         if in_ramp and date_of(newer) not in ramp_dates[tenant]:
             return True
-        busy = any(
-            dispatched(i) <= at < settled(i)
-            for i in by_tenant[tenant]
-            if i is not newer
-        )
+        busy = any(dispatched(i) <= at < settled(i) for i in by_tenant[tenant] if i is not newer)
         if in_ramp and busy:
             return True
         lane = [

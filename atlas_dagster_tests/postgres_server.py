@@ -97,9 +97,7 @@ def _wait_ready(bin_dir: Path, socket_dir: Path, port: int, process: subprocess.
         if ready.returncode == 0:
             return
         if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"PostgreSQL did not come up on port {port} (exit {process.poll()})"
-            )
+            raise RuntimeError(f"PostgreSQL did not come up on port {port} (exit {process.poll()})")
         time.sleep(0.2)
 
 
@@ -226,9 +224,10 @@ def dagster_dev(
         with run_dagster_dev(work, tenants_file, extra_env) as stack:
             yield stack
         return
-    with postgres_server(durable) as server, dagster_dev_on_postgres(
-        work, tenants_file, server, extra_env
-    ) as stack:
+    with (
+        postgres_server(durable) as server,
+        dagster_dev_on_postgres(work, tenants_file, server, extra_env) as stack,
+    ):
         yield stack
 
 

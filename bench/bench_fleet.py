@@ -133,8 +133,12 @@ def code_location_load(fleet: FleetSetup, module: str) -> tuple[float, float]:
         "build_definitions().resolve_asset_graph(); print(total, time.perf_counter() - t)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe], env=fleet.env, cwd=REPO, check=True,
-        capture_output=True, text=True,
+        [sys.executable, "-c", probe],
+        env=fleet.env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     total, build = out.stdout.strip().splitlines()[-1].split()
     return float(total), float(build)
@@ -152,7 +156,10 @@ def start_daemon(fleet: FleetSetup, module: str) -> subprocess.Popen:
     log = (fleet.root / "daemon.log").open("w")
     return subprocess.Popen(
         [str(daemon), "run", "-w", str(workspace(fleet, module))],
-        env=fleet.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        env=fleet.env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -329,10 +336,13 @@ def table(results: list[dict[str, Any]]) -> str:
 
     row("partitions per asset", lambda r: f"{r['partitions_per_asset']:,}")
     row("backfill_log rows", lambda r: f"{r['backfill_log_rows']:,}")
-    row("code location load (of which definitions)",
-        lambda r: f"{r['code_location_load_s']} s ({r['definitions_build_s']} s)")
+    row(
+        "code location load (of which definitions)",
+        lambda r: f"{r['code_location_load_s']} s ({r['definitions_build_s']} s)",
+    )
     for phase in ("idle", "landing"):
         for name in sensors:
+
             def cell(r: dict[str, Any], phase: str = phase, name: str = name) -> str:
                 s = r[phase].get(name, {"ticks": 0})
                 if not s["ticks"]:
@@ -344,8 +354,10 @@ def table(results: list[dict[str, Any]]) -> str:
     row("phase timed out", lambda r: r.get("timed_out", "no"))
     row("gold tenant-days requested", lambda r: str(r["gold"]["requested"]))
     row("… requested twice", lambda r: str(r["gold"]["requested_twice"]))
-    row("ticks from raw complete to gold request (max)",
-        lambda r: str(r["gold"]["max_ticks_to_request"]))
+    row(
+        "ticks from raw complete to gold request (max)",
+        lambda r: str(r["gold"]["max_ticks_to_request"]),
+    )
     return "\n".join(lines)
 
 
@@ -357,7 +369,9 @@ def main() -> None:
     parser.add_argument("--land-seconds", type=float, default=40.0)
     parser.add_argument("--timeout", type=float, default=240.0, help="per phase, seconds")
     parser.add_argument(
-        "--reference", type=int, default=100,
+        "--reference",
+        type=int,
+        default=100,
         help="fleet size for the stock AutomationCondition.eager() side-by-side (0: none)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the instances for a look")

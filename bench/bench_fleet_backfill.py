@@ -262,9 +262,7 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
 
 
 @contextlib.contextmanager
-def fleet_stack(
-    work: Path, tenants_file: Path, storage: str, planned_events: str
-) -> Iterator[Any]:
+def fleet_stack(work: Path, tenants_file: Path, storage: str, planned_events: str) -> Iterator[Any]:
     from atlas_dagster_tests.postgres_server import dagster_dev
 
     env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)} | planned_events_env(planned_events)

@@ -53,6 +53,8 @@ COST_FORMATS = (
     "spark-int96-decimal38",
     "bq-decimal38-9",
 )
+
+
 def _tenant(org: str, source: Path, first: dt.date, last: dt.date):
     from atlas_dagster.domains import DOMAINS
     from atlas_dagster.tenants import Tenant

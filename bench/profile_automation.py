@@ -57,8 +57,10 @@ def main() -> None:
         result = evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
         profile.disable()
         seconds = time.perf_counter() - started
-        print(f"a year landed (1,460 raw materializations): {seconds:.2f} s, "
-              f"{result.total_requested} gold tenant-days requested")
+        print(
+            f"a year landed (1,460 raw materializations): {seconds:.2f} s, "
+            f"{result.total_requested} gold tenant-days requested"
+        )
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
 
 

@@ -79,9 +79,7 @@ def day_folders(tenant: Tenant, domain: str, day: dt.date) -> tuple[str, ...]:
     root = tenant_root(tenant, domain)
     months = dict.fromkeys((f"{day:%m}", str(day.month)))
     days = dict.fromkeys((f"{day:%d}", str(day.day)))
-    return tuple(
-        f"{root}/year={day:%Y}/month={month}/day={d}" for month in months for d in days
-    )
+    return tuple(f"{root}/year={day:%Y}/month={month}/day={d}" for month in months for d in days)
 
 
 # SQL: the day of the folder a file sits in (`_path` of a table function reading the layout),

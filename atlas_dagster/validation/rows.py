@@ -211,9 +211,10 @@ def unreadable_value(
             "as INT64 (Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
         )
     else:
-        problem = "holds a value the engine cannot read: " + message.split(":", 2)[-1].split(
-            ": read stage", 1
-        )[0].strip()[:300]
+        problem = (
+            "holds a value the engine cannot read: "
+            + message.split(":", 2)[-1].split(": read stage", 1)[0].strip()[:300]
+        )
     return RowContractError(
         f"{day} {domain.name}: {uri}: column {column.group(1)} {problem}; the day is refused and "
         "nothing of it is kept"
