@@ -10,7 +10,7 @@ import os
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import write_tenants
-from atlas_dagster_tests.fake_clickhouse import fake_clickhouse, prepared_day
+from atlas_dagster_tests.fake_clickhouse import Request, fake_clickhouse, prepared_day
 from atlas_dagster_tests.faults_support import Process, python
 from atlas_dagster_tests.postgres_server import (
     PostgresServer,
@@ -151,8 +151,11 @@ def test_two_processes_loading_one_day_take_turns(tmp_path: Path) -> None:
         loaders = [python(LOADER, server.url, DAY.isoformat(), str(ROWS), env=env) for _ in "ab"]
         try:
             _wait_for_a_line(loaders, f"waiting for the load of srv.main|casino|{DAY}")
-            # Only the day's holder reached its INSERT: the other waits outside the day.
-            assert len(server.statements("_events_inbound")) == 1, server.requests
+            # The other waits from the moment the holder has the day, which may be before the
+            # holder's INSERT is sent (its probe comes first): wait for that INSERT, held open
+            # by the gate, then only the day's holder has reached it.
+            inserts = _poll(lambda: server.statements("_events_inbound"), "the holder's INSERT")
+            assert len(inserts) == 1, server.requests
         finally:
             gate.set()
         for loader in loaders:
@@ -167,6 +170,15 @@ def test_two_processes_loading_one_day_take_turns(tmp_path: Path) -> None:
     assert order == [*PHASES, *PHASES], order
     first_count, second_clear = requests[2], requests[3]
     assert second_clear.started >= first_count.finished
+
+
+def _poll(read: Callable[[], list[Request]], what: str, timeout: float = 120.0) -> list[Request]:
+    """`read()` once it is non-empty (bounded poll)."""
+    deadline = time.monotonic() + timeout
+    while not (found := read()):
+        assert time.monotonic() < deadline, f"no {what} in {timeout:.0f}s"
+        time.sleep(0.02)
+    return found
 
 
 def _wait_for_a_line(processes: list[Process], text: str, timeout: float = 120.0) -> str:
