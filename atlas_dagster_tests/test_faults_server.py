@@ -154,7 +154,9 @@ def test_two_processes_loading_one_day_take_turns(tmp_path: Path) -> None:
             # The other waits from the moment the holder has the day, which may be before the
             # holder's INSERT is sent (its probe comes first): wait for that INSERT, held open
             # by the gate, then only the day's holder has reached it.
-            inserts = _poll(lambda: server.statements("_events_inbound"), "the holder's INSERT")
+            inserts = _poll(
+                lambda: server.statements("_events_inbound"), "the holder's INSERT", loaders
+            )
             assert len(inserts) == 1, server.requests
         finally:
             gate.set()
@@ -172,11 +174,18 @@ def test_two_processes_loading_one_day_take_turns(tmp_path: Path) -> None:
     assert second_clear.started >= first_count.finished
 
 
-def _poll(read: Callable[[], list[Request]], what: str, timeout: float = 120.0) -> list[Request]:
-    """`read()` once it is non-empty (bounded poll)."""
+def _poll(
+    read: Callable[[], list[Request]],
+    what: str,
+    processes: list[Process],
+    timeout: float = 120.0,
+) -> list[Request]:
+    """`read()` once it is non-empty (bounded poll); on timeout, what the processes said."""
     deadline = time.monotonic() + timeout
     while not (found := read()):
-        assert time.monotonic() < deadline, f"no {what} in {timeout:.0f}s"
+        if time.monotonic() > deadline:
+            outputs = "\n---\n".join(process.output for process in processes)
+            raise AssertionError(f"{what} never came in {timeout:.0f}s:\n{outputs}")
         time.sleep(0.02)
     return found
 
