@@ -61,8 +61,9 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check-imports
 
-# Debian's chromium and postgresql, installed with apt-get when missing (root) or named with the
-# command to run (anyone else); .ci/run uses the same script.
+# Debian's chromium, postgresql and openjdk-17-jre-headless (pyspark's Java), installed with
+# apt-get when missing (root) or named with the command to run (anyone else); .ci/run uses the
+# same script.
 system-deps:
 	scripts/ensure-system-deps
 

@@ -12,6 +12,9 @@ class Kind(Enum):
     """Logical type of an export column, as the export contract states it."""
 
     STRING = "string"
+    # An identifier: a string, or an integer as warehouses unload their keys (INT32, INT64,
+    # DECIMAL(p, 0)); stored as text, an integer as its exact decimal digits.
+    ID = "id"
     TIMESTAMP = "timestamp"
     MONEY = "money"  # decimal with scale <= 4, or double
     DOUBLE = "double"
@@ -25,12 +28,12 @@ class Column:
 
 
 COMMON_COLUMNS: tuple[Column, ...] = (
-    Column("event_id", Kind.STRING),
+    Column("event_id", Kind.ID),
     Column("event_type", Kind.STRING),
     Column("event_timestamp", Kind.TIMESTAMP),
-    Column("organization_id", Kind.STRING),
-    Column("brand_id", Kind.STRING),
-    Column("user_id", Kind.STRING),
+    Column("organization_id", Kind.ID),
+    Column("brand_id", Kind.ID),
+    Column("user_id", Kind.ID),
 )
 
 
@@ -69,8 +72,8 @@ DOMAINS: dict[str, Domain] = {
             "casino",
             ("open", "win", "lose"),
             (
-                Column("bet_id", Kind.STRING),
-                Column("game_id", Kind.STRING),
+                Column("bet_id", Kind.ID),
+                Column("game_id", Kind.ID),
                 Column("amount", Kind.MONEY),
                 Column("currency", Kind.STRING),
             ),
@@ -79,7 +82,7 @@ DOMAINS: dict[str, Domain] = {
             "transactions",
             ("deposit", "withdraw"),
             (
-                Column("transaction_id", Kind.STRING),
+                Column("transaction_id", Kind.ID),
                 Column("amount", Kind.MONEY),
                 Column("currency", Kind.STRING),
                 Column("payment_method", Kind.STRING, True),
@@ -89,7 +92,7 @@ DOMAINS: dict[str, Domain] = {
             "sportsbook",
             ("open", "win", "lose", "cashout"),
             (
-                Column("bet_id", Kind.STRING),
+                Column("bet_id", Kind.ID),
                 Column("amount", Kind.MONEY),
                 Column("potential_payout", Kind.MONEY, True),
                 Column("odds", Kind.DOUBLE, True),

@@ -1,6 +1,8 @@
 """The tools clients export with, as test helpers: each writes a tenant-day of events the way
-DuckDB, polars, pandas (pyarrow and fastparquet engines) or Spark (its layouts, written by
-pyarrow) does by default. Used by test_export_writers.py and bench/bench_writers.py."""
+DuckDB, polars or pandas (pyarrow and fastparquet engines) does by default, and pyarrow writes
+the forms no such tool produces on its own: INT96 with nanoseconds, DECIMAL(38,4) without
+statistics, one day in padded and unpadded folders. Real Spark is in spark_exports.py. Used by
+test_export_writers.py and bench/bench_writers.py."""
 
 from __future__ import annotations
 
@@ -49,19 +51,19 @@ def _cast(table: pa.Table, name: str, to: pa.DataType) -> pa.Table:
     return table.set_column(index, pa.field(name, to), table.column(name).cast(to))
 
 
-def _spark_table(table: pa.Table, domain: str) -> pa.Table:
-    """Spark's types: DECIMAL(38,4) money, microsecond timestamps."""
+def _wide_table(table: pa.Table, domain: str) -> pa.Table:
+    """DECIMAL(38,4) money (Spark's, Snowflake's), microsecond timestamps."""
     for name in _money_columns(domain):
         table = _cast(table, name, pa.decimal128(38, 4))
     return _cast(table, "event_timestamp", pa.timestamp("us", tz="UTC"))
 
 
-def _spark_name(index: int) -> str:
+def _job_file_name(index: int) -> str:
     return f"part-{index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
 
 
 def _sidecars(folder: Path, name: str) -> None:
-    """What Spark leaves beside its files: a checksum per file and the commit marker."""
+    """What Hadoop-based writers leave beside their files: a checksum each, the commit marker."""
     (folder / f".{name}.crc").write_bytes(b"crc\x00\x01")
     (folder / SUCCESS_MARKER).write_bytes(b"")
 
@@ -106,11 +108,11 @@ def write_pyarrow_many(tenant: Tenant, domain: str, day: dt.date, table: pa.Tabl
     pq.write_table(shuffled.slice(0, 0), folder / "part-empty.parquet")
 
 
-def write_spark_micros(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
-    """spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS: DECIMAL(38,4), no statistics."""
+def write_micros_no_statistics(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
+    """INT64 µs, DECIMAL(38,4), and no statistics at all (no tool here writes none), sidecars."""
     folder = _folder(tenant, domain, day)
-    name = _spark_name(0)
-    pq.write_table(_spark_table(table, domain), folder / name, write_statistics=False)
+    name = _job_file_name(0)
+    pq.write_table(_wide_table(table, domain), folder / name, write_statistics=False)
     _sidecars(folder, name)
 
 
@@ -126,36 +128,37 @@ def write_fastparquet(tenant: Tenant, domain: str, day: dt.date, table: pa.Table
         frame.to_parquet(_folder(tenant, domain, day) / "part.0.parquet", engine="fastparquet")
 
 
-def write_spark_int96(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
-    """Spark's defaults: INT96 timestamps (with nanoseconds), DECIMAL(38,4), sidecars."""
+def write_int96_nanoseconds(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
+    """INT96 timestamps carrying nanoseconds (Spark's INT96 stops at µs; Impala's does not),
+    DECIMAL(38,4), sidecars."""
     folder = _folder(tenant, domain, day)
-    spark = _spark_table(table, domain)
-    nanos = _cast(spark, "event_timestamp", pa.timestamp("ns", tz="UTC"))
+    wide = _wide_table(table, domain)
+    nanos = _cast(wide, "event_timestamp", pa.timestamp("ns", tz="UTC"))
     if day == LAST_NANOSECOND.date():
         stamps = nanos.column("event_timestamp").to_pylist()
         stamps[0] = LAST_NANOSECOND
         index = nanos.schema.get_field_index("event_timestamp")
         column = pa.array(stamps, pa.timestamp("ns", tz="UTC"))
         nanos = nanos.set_column(index, nanos.schema.field(index), column)
-    name = _spark_name(0)
+    name = _job_file_name(0)
     pq.write_table(nanos, folder / name, use_deprecated_int96_timestamps=True)
     _sidecars(folder, name)
 
 
-def write_spark_partition_by(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
-    """partitionBy("year","month","day") on integer columns: month=9/day=7. The last day also
-    has a padded folder (a re-export by another tool): the day is the union of both."""
+def write_unpadded_and_padded(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
+    """Unpadded month=9/day=7 folders, as partitionBy on integers writes; the last day also has
+    a padded folder (a re-export by another tool): the day is the union of both."""
     half = len(table) // 2
     both = day == DAYS[-1]
     unpadded = _folder(tenant, domain, day, padded=False)
-    pq.write_table(table.slice(half) if both else table, unpadded / _spark_name(0))
+    pq.write_table(table.slice(half) if both else table, unpadded / _job_file_name(0))
     if both:
-        pq.write_table(table.slice(0, half), _folder(tenant, domain, day) / _spark_name(1))
+        pq.write_table(table.slice(0, half), _folder(tenant, domain, day) / _job_file_name(1))
 
 
 def write_complete_export(tenant: Tenant, domain: str, day: dt.date, table: pa.Table) -> None:
     """The job committed (_SUCCESS per domain); transactions had no event on the first day, so
-    Spark wrote no folder for it."""
+    the job wrote no folder for it."""
     (Path(tenant.source[len("file://") :]) / domain).mkdir(parents=True, exist_ok=True)
     (Path(tenant.source[len("file://") :]) / domain / SUCCESS_MARKER).write_bytes(b"")
     if (domain, day) != ("transactions", DAYS[0]):
@@ -166,12 +169,16 @@ WRITERS: dict[str, Writer] = {
     "duckdb": write_duckdb,
     "polars": write_polars,
     "pyarrow-5-files-empty-shuffled-extra-brotli": write_pyarrow_many,
-    "spark-timestamp-micros-decimal-38-4-no-stats": write_spark_micros,
+    "micros-decimal-38-4-no-statistics": write_micros_no_statistics,
     "pandas-pyarrow-ns": write_pandas,
     "pandas-fastparquet-ns": write_fastparquet,
-    "spark-defaults-int96": write_spark_int96,
-    "spark-partition-by-unpadded": write_spark_partition_by,
+    "int96-nanoseconds-decimal-38-4": write_int96_nanoseconds,
+    "unpadded-and-padded-folders": write_unpadded_and_padded,
     "complete-export-empty-day": write_complete_export,
 }
 EMPTY_DAY_WRITER = "complete-export-empty-day"
-NANOSECOND_WRITERS = ("pandas-pyarrow-ns", "pandas-fastparquet-ns", "spark-defaults-int96")
+NANOSECOND_WRITERS = (
+    "pandas-pyarrow-ns",
+    "pandas-fastparquet-ns",
+    "int96-nanoseconds-decimal-38-4",
+)

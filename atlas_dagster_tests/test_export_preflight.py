@@ -25,8 +25,9 @@ FIRST, LAST = dt.date(2026, 9, 5), dt.date(2026, 9, 8)
 NEGATIVE_DAY, FOOTER_DAY, EMPTY_DAY = dt.date(2026, 9, 8), dt.date(2026, 9, 7), dt.date(2026, 9, 6)
 
 
-def _spark_day(tenant, day: dt.date, amounts: list[Decimal] | None = None, other_org=False):
-    """Spark's defaults in its partitionBy layout: INT96, DECIMAL(38,4), month=9/day=7."""
+def _int96_day(tenant, day: dt.date, amounts: list[Decimal] | None = None, other_org=False):
+    """INT96, DECIMAL(38,4), unpadded month=9/day=7, written by pyarrow (the statistics of a
+    row of another tenant, and a negative amount without statistics, no tool writes at will)."""
     rows = GENERATORS["casino"][0](random.Random(str(day)), tenant, day, 20)
     if other_org:
         rows[4]["organization_id"] = "someone-else"
@@ -43,12 +44,12 @@ def _spark_day(tenant, day: dt.date, amounts: list[Decimal] | None = None, other
 
 
 @pytest.fixture
-def spark_tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def int96_tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tenants_file = write_tenants(
         tmp_path / "tenants.yaml",
         [
             {
-                "organization_id": "spark",
+                "organization_id": "int96",
                 "brand_id": "main",
                 "source": f"file://{tmp_path / 'exports'}",
                 "start_date": FIRST.isoformat(),
@@ -61,12 +62,12 @@ def spark_tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
     monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", dsn)
     [tenant] = load_tenants(tenants_file)
-    _spark_day(tenant, FIRST)
-    _spark_day(tenant, FOOTER_DAY, other_org=True)  # footers show another tenant's id
-    rows = _spark_day(tenant, NEGATIVE_DAY)
+    _int96_day(tenant, FIRST)
+    _int96_day(tenant, FOOTER_DAY, other_org=True)  # footers show another tenant's id
+    rows = _int96_day(tenant, NEGATIVE_DAY)
     amounts = [Decimal("1.5")] * rows
     amounts[9] = Decimal("-2")  # only a read of the rows finds it: no statistics in its footer
-    _spark_day(tenant, NEGATIVE_DAY, amounts)
+    _int96_day(tenant, NEGATIVE_DAY, amounts)
     (tmp_path / "exports" / "casino" / SUCCESS_MARKER).write_bytes(b"")  # EMPTY_DAY: no folder
     return tenant, ClickHouseResource(dsn=dsn)
 
@@ -75,9 +76,9 @@ def _logged(clickhouse: ClickHouseResource) -> int:
     return int(scalar(clickhouse, "SELECT count() FROM atlas.backfill_log"))
 
 
-def test_dry_run_reads_the_types_and_names_the_footer_refusals(spark_tenant, capsys) -> None:
-    _, clickhouse = spark_tenant
-    assert main(["backfill", "--org", "spark", "--brand", "main", "--dry-run"]) == 0
+def test_dry_run_reads_the_types_and_names_the_footer_refusals(int96_tenant, capsys) -> None:
+    _, clickhouse = int96_tenant
+    assert main(["backfill", "--org", "int96", "--brand", "main", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "event_timestamp: INT96 (Spark/Hive/Impala legacy) → DateTime64(6, 'UTC')" in out
     assert "amount: DECIMAL(38, 4) → read as Decimal(38, 4), stored as Decimal(18, 4)" in out
@@ -87,9 +88,9 @@ def test_dry_run_reads_the_types_and_names_the_footer_refusals(spark_tenant, cap
     assert _logged(clickhouse) == 0
 
 
-def test_check_export_names_every_refusal_and_writes_nothing(spark_tenant, capsys) -> None:
-    _, clickhouse = spark_tenant
-    assert main(["check-export", "--org", "spark", "--brand", "main"]) == 1
+def test_check_export_names_every_refusal_and_writes_nothing(int96_tenant, capsys) -> None:
+    _, clickhouse = int96_tenant
+    assert main(["check-export", "--org", "int96", "--brand", "main"]) == 1
     out = capsys.readouterr().out
     assert "casino: 4 day(s): 1 no events, 1 passes, 2 refused" in out
     negative = out.split(f"  {NEGATIVE_DAY} refused: ", 1)[1].split("\n  20", 1)[0]

@@ -1,6 +1,8 @@
 """Exports written by the tools clients use — DuckDB, polars, pandas (pyarrow and fastparquet
-engines), pyarrow in Spark's layouts (INT96, DECIMAL(38,4), partitionBy folders, sidecars) — load
-exactly through a ranged run, and their gold equals pyarrow's computation to the cent."""
+engines) — and by pyarrow in the forms no tool here writes by itself (INT96 with nanoseconds,
+DECIMAL(38,4) without statistics, a day in padded and unpadded folders) load exactly through a
+ranged run, and their gold equals pyarrow's computation to the cent. Real Spark:
+test_spark_exports.py."""
 
 from __future__ import annotations
 

@@ -143,13 +143,13 @@ def test_wrong_secret_in_clickhouse_s3_fails_and_is_not_logged(
     assert _loaded(fresh_clickhouse, tenant)[0] == 0
 
 
-def test_a_spark_layout_on_s3_lists_in_one_walk_and_loads(
+def test_a_partitioned_layout_on_s3_lists_in_one_walk_and_loads(
     s3_server: S3Server,  # noqa: F811
     fresh_clickhouse,
     monkeypatch,
 ) -> None:
-    """Spark's partitionBy folders (day=2), a day in both forms (their union), hidden sidecars,
-    and a `_SUCCESS` that makes a day without a folder one with no events."""
+    """partitionBy's unpadded folders (day=2), a day in both forms (their union), hidden
+    sidecars, and a `_SUCCESS` that makes a day without a folder one with no events."""
     tenant, _ = _setup(s3_server, monkeypatch, n=10)
     client = s3_server.client()
     bucket, root = layout.split_s3_uri(layout.tenant_root(tenant, "casino"))
@@ -157,7 +157,7 @@ def test_a_spark_layout_on_s3_lists_in_one_walk_and_loads(
     days = [dt.date(2026, 11, d) for d in (1, 2, 3)]
     expected = {}
     for day in days[1:]:
-        table = arrow_table("casino", generate(random.Random(f"spark-{day}"), tenant, day, 20))
+        table = arrow_table("casino", generate(random.Random(f"parts-{day}"), tenant, day, 20))
         halves = {"a": table.slice(0, 15), "b": table.slice(15)}
         for name, part in halves.items():
             padded = name == "a" and day == days[-1]  # the last day in both forms
@@ -179,6 +179,8 @@ def test_a_spark_layout_on_s3_lists_in_one_walk_and_loads(
     )
     listed = source.list_window("casino", days)
     assert {day: export.num_rows for day, export in listed.items()} == expected
-    assert len(calls) == 1  # one walk for the window, both forms included
+    # One walk for the window, both forms included, after one delimited listing of each folder
+    # a job may commit in ({source}/{domain}/ and the tenant's): _SUCCESS, _delta_log/, metadata/.
+    assert len(calls) == 3
     for day in days:
-        assert load_day(fresh_clickhouse, tenant, CASINO, day, "spark").rows_loaded == expected[day]
+        assert load_day(fresh_clickhouse, tenant, CASINO, day, "parts").rows_loaded == expected[day]

@@ -28,13 +28,15 @@ def _executable(path: Path) -> None:
 def test_missing_system_packages_are_named_with_the_command_to_install_them(tmp_path) -> None:
     missing = _ensure(tmp_path)
     assert missing.returncode == 1
-    assert "missing Debian package(s): chromium postgresql" in missing.stderr
-    assert "apt-get install -y chromium postgresql" in missing.stderr
+    every = "chromium postgresql openjdk-17-jre-headless"
+    assert f"missing Debian package(s): {every}" in missing.stderr
+    assert f"apt-get install -y {every}" in missing.stderr
 
     _executable(tmp_path / "usr/bin/chromium")
+    _executable(tmp_path / "usr/lib/jvm/java-17-openjdk-amd64/bin/java")
     only_postgres = _ensure(tmp_path)
     assert only_postgres.returncode == 1
-    assert "missing Debian package(s): postgresql" in only_postgres.stderr
+    assert "missing Debian package(s): postgresql\n" in only_postgres.stderr
 
     for binary in ("initdb", "postgres"):
         _executable(tmp_path / f"usr/lib/postgresql/15/bin/{binary}")

@@ -281,7 +281,12 @@ def test_s3_window_is_listed_in_one_pass_and_equals_day_by_day(
         "before-call.s3.ListObjectsV2", lambda **kwargs: listings.append(kwargs)
     )
     listed = source.list_window("transactions", days)
-    assert len(listings) == 1  # one pass for 11 days (one page)
+    # One pass for 11 days (one page), after one delimited listing of each folder a job may
+    # commit in ({source}/{domain}/ and the tenant's): _SUCCESS, _delta_log/, metadata/.
+    assert len(listings) == 3
+    assert [call["params"]["query_string"].get("delimiter") for call in listings] == [
+        "/", "/", None,
+    ]  # fmt: skip
     assert not isinstance(listed[days[0]], Exception), listed[days[0]]
     assert [f.name for f in listed[days[0]].files] == ["part-0.parquet", "part-1.parquet"]
     assert isinstance(listed[days[4]], ExportError)

@@ -20,7 +20,7 @@ from atlas_dagster.exports.layout import (
     tenant_root,
 )
 from atlas_dagster.loading.day_load import PreparedDay, diagnose_rows
-from atlas_dagster.loading.statements import diagnosis_source
+from atlas_dagster.loading.statements import diagnosis_source, folder_columns
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation import rows
@@ -178,6 +178,7 @@ def _window_violations(
         function,
         parameters | rows.rule_parameters(tenant_ids, min(exports), domain),
         rows.null_rules(domain) + rows.value_rules(domain, schema, day=FOLDER_DAY_SQL),
+        folder_columns(schema),
     )
     by_day: dict[dt.date, list[rows.Violation]] = {}
     for violation in found:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 from dagster_aws.s3 import S3Resource
@@ -28,6 +29,13 @@ HIDDEN_PREFIXES = ("_", ".")
 # What Spark, Hadoop, Databricks and Glue write where a job committed: at {source}/{domain}/ it
 # declares that domain's export complete, so a day without a folder is a day with no events.
 SUCCESS_MARKER = "_SUCCESS"
+# Table formats whose folders keep the Parquet files of versions the table has since removed:
+# a folder holding one of these beside its data is a table, not a file drop, and reading its
+# files as a file drop would load deleted and superseded rows.
+TABLE_FORMATS = (("_delta_log", "a Delta Lake table"), ("metadata", "an Apache Iceberg table"))
+# What the folders above the day folders may hold besides them, looked for once per folder.
+MARKS = frozenset({SUCCESS_MARKER, *(log for log, _ in TABLE_FORMATS)})
+LAST_MARK = max(MARKS)
 # Footer reads of a window (list_window) at once: each is one or two ranged GETs on S3, so
 # threads overlap their latency; bounded so a window never opens more connections than this.
 FOOTER_THREADS = 8
@@ -44,6 +52,13 @@ class ExportFile:
     size: int
     num_rows: int
     metadata: pq.FileMetaData
+    # The `name=value` folders between {source}/{domain}/ and the file (organization_id, brand_id,
+    # year, month, day), as Spark and every Hive-layout reader see them: a column its writer
+    # partitioned by lives only there, not in the file.
+    folder_values: tuple[tuple[str, str], ...] = ()
+
+    def folder_value(self, column: str) -> str | None:
+        return dict(self.folder_values).get(column)
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,14 @@ FOLDER_DAY_SQL = (
     "toUInt8(extract(_path, '/month=([0-9]+)/day=[0-9]+/[^/]+$')), "
     "toUInt8(extract(_path, '/day=([0-9]+)/[^/]+$')))"
 )
+
+
+def folder_values(uri: str, domain_root: str) -> tuple[tuple[str, str], ...]:
+    """The `name=value` folder names of a file below `domain_root` ({source}/{domain}), values
+    URL-decoded as Spark escapes them (its partition values escape `%`, `/`, `=` and the like)."""
+    relative = uri[len(domain_root) + 1 :].split("/")[:-1]
+    pairs = (segment.partition("=") for segment in relative)
+    return tuple((name, unquote(value)) for name, sep, value in pairs if sep)
 
 
 def is_data_file(name: str) -> bool:
@@ -149,20 +172,71 @@ class ExportSource:
     def __init__(self, tenant: Tenant) -> None:
         self.tenant = tenant
         self._client = s3_resource(tenant).get_client() if tenant.is_s3 else None
-        self._complete: dict[str, bool] = {}
+        self._marks: dict[str, frozenset[str]] = {}
+
+    def _levels(self, domain: str) -> tuple[str, str]:
+        """Where a job writing the domain commits: {source}/{domain}/ when one job wrote every
+        tenant (partitionBy("organization_id", "brand_id", …)), the tenant's own folder when a
+        job per tenant did."""
+        return f"{self.tenant.source}/{domain}", tenant_root(self.tenant, domain)
 
     def complete(self, domain: str) -> bool:
         """The domain's export is complete: the tenants file says so, or the job that wrote it
-        committed a `_SUCCESS` at {source}/{domain}/. Read once per source and domain."""
-        if domain not in self._complete:
-            self._complete[domain] = self.tenant.declares_complete(domain) or self._exists(
-                f"{self.tenant.source}/{domain}/{SUCCESS_MARKER}"
-            )
-        return self._complete[domain]
+        committed a `_SUCCESS` at {source}/{domain}/ or at the tenant's own folder."""
+        return self.tenant.declares_complete(domain) or any(
+            SUCCESS_MARKER in self._marks_at(level) for level in self._levels(domain)
+        )
+
+    def refuse_table(self, domain: str) -> None:
+        """An ExportError when the domain's folder, or the tenant's, is a Delta Lake or Iceberg
+        table rather than a drop of Parquet files."""
+        for level in self._levels(domain):
+            for log, what in TABLE_FORMATS:
+                if log in self._marks_at(level):
+                    raise ExportError(
+                        f"{level}/ is {what} ({log}/ beside its data): its folders also keep "
+                        "the Parquet files of versions the table has removed, so they cannot be "
+                        "read as an export; nothing is loaded. Export the table's current "
+                        "version as plain Parquet instead (Spark: spark.read.format(...)"
+                        '.load(table).write.partitionBy("organization_id", "brand_id", "year", '
+                        '"month", "day").parquet(export))'
+                    )
+
+    def _marks_at(self, level: str) -> frozenset[str]:
+        """Which of MARKS lie directly in the folder `level`. Read once per folder (per run, for
+        a run's shared source): on S3 one delimited listing, whose key order puts them before
+        any organization_id= or year= folder, so its first page almost always answers."""
+        if level not in self._marks:
+            if self._client:
+                self._marks[level] = self._marks_s3(level)
+            else:
+                folder = Path(level[len("file://") :])
+                self._marks[level] = frozenset(m for m in MARKS if (folder / m).exists())
+        return self._marks[level]
+
+    def _marks_s3(self, level: str) -> frozenset[str]:
+        bucket, prefix = split_s3_uri(level + "/")
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix, Delimiter="/"
+        )
+        found: set[str] = set()
+        try:
+            for page in pages:
+                names = [item["Key"][len(prefix) :] for item in page.get("Contents", [])]
+                names += [
+                    p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])
+                ]
+                found |= MARKS.intersection(names)
+                if any(name > LAST_MARK for name in names):
+                    break
+        except Exception as exc:  # access denied, unknown bucket, network
+            raise ExportError(f"cannot list {level}/: {type(exc).__name__}: {exc}") from exc
+        return frozenset(found)
 
     def list_day(self, domain: str, day: dt.date) -> DayExport:
         """The day's files, from every form of its folder (padded or not); the union when
         several exist. No file: an empty day in a complete export, else an ExportError."""
+        self.refuse_table(domain)
         folders = day_folders(self.tenant, domain, day)
         try:
             entries = {
@@ -180,6 +254,10 @@ class ExportSource:
         key range instead of one per day), then the footers on a bounded pool of threads. Each
         day gets what list_day gives it, its DayExport or its ExportError; if the one pass
         fails, the days are listed one by one so that each names its own folder."""
+        try:
+            self.refuse_table(domain)
+        except ExportError as exc:
+            return dict.fromkeys(days, exc)
         folders = {f: day for day in days for f in day_folders(self.tenant, domain, day)}
         try:
             by_folder = self._list_window_s3(folders) if self._client else None
@@ -222,6 +300,9 @@ class ExportSource:
         files = []
         for folder, listed in found.items():
             for name, size in sorted(listed):
+                if "/" in name:
+                    _refuse_partition_folder(folder, name.split("/")[0])
+                    continue  # any other folder inside a day's folder is not the day's data
                 if not FILE_NAME_RE.fullmatch(name):
                     raise ExportError(
                         f"{folder}/{name}: file name has characters that are not allowed"
@@ -234,7 +315,9 @@ class ExportSource:
                 seen[name] = folder
                 uri = f"{folder}/{name}"
                 relative = uri[len(base) + 1 :]
-                files.append(ExportFile(uri, relative, size, *self._footer(uri, size)))
+                footer = self._footer(uri, size)
+                values = folder_values(uri, f"{self.tenant.source}/{domain}")
+                files.append(ExportFile(uri, relative, size, *footer, folder_values=values))
         return DayExport(base, tuple(files))
 
     def open(self, export_file: ExportFile) -> pq.ParquetFile:
@@ -260,32 +343,21 @@ class ExportSource:
             ) from exc
         return metadata.num_rows, metadata
 
-    def _exists(self, uri: str) -> bool:
-        if not self._client:
-            return Path(uri[len("file://") :]).is_file()
-        bucket, key = split_s3_uri(uri)
-        try:
-            self._client.head_object(Bucket=bucket, Key=key)
-        except self._client.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise ExportError(f"cannot read {uri}: {exc}") from exc
-        return True
-
     def _list_local(self, folder: str) -> list[tuple[str, int]]:
+        """The folder's data files; a data folder inside it as its name and '/' (refused)."""
         path = Path(folder[len("file://") :])
         if not path.is_dir():
             return []
         return [
-            (p.name, p.stat().st_size)
+            (p.name, p.stat().st_size) if p.is_file() else (f"{p.name}/", 0)
             for p in path.iterdir()
-            if p.is_file() and is_data_file(p.name)
+            if is_data_file(p.name)
         ]
 
     def _list_s3(self, folder: str) -> list[tuple[str, int]]:
         bucket, prefix = split_s3_uri(folder + "/")
         listed = ((key[len(prefix) :], size) for key, size in self._s3_keys(bucket, prefix))
-        return [(name, size) for name, size in listed if "/" not in name and is_data_file(name)]
+        return [(name, size) for name, size in listed if is_data_file(name)]
 
     def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[tuple[str, int]]]:
         """The window's day folders (every form) in one walk of their common prefix, from the
@@ -302,8 +374,8 @@ class ExportSource:
         for key, size in self._s3_keys(bucket, prefix, start_after=start_after):
             if key > last_key and not key.startswith(last_key):
                 break
-            folder, _, name = f"s3://{bucket}/{key}".rpartition("/")
-            if folder in folders and is_data_file(name):
+            folder, name = _in_day_folder(f"s3://{bucket}/{key}", folders)
+            if folder is not None and is_data_file(name):
                 entries.setdefault(folder, []).append((name, size))
         return entries
 
@@ -316,3 +388,24 @@ class ExportSource:
         for page in pages:
             for item in page.get("Contents", []):
                 yield item["Key"], int(item["Size"])
+
+
+def _refuse_partition_folder(folder: str, inner: str) -> None:
+    """A `name=value` folder inside a day's folder holds the day's rows partitioned further
+    (partitionBy(…, "day", "event_type")): refused, so that they are never silently missed."""
+    if "=" in inner:
+        raise ExportError(
+            f"{folder}/{inner}/: a partition folder inside the day's folder; a day's files sit "
+            'directly in its day= folder (Spark: partitionBy with "year", "month", "day" last), '
+            "so nothing of the day is loaded"
+        )
+
+
+def _in_day_folder(uri: str, folders: dict[str, dt.date]) -> tuple[str | None, str]:
+    """The day folder an object lies in, and its path below it (with '/' when it is deeper);
+    (None, uri) outside every one of them."""
+    folder, name = uri.rpartition("/")[0], uri.rpartition("/")[2]
+    while folder not in folders and folder.count("/") > 3:  # s3://bucket/… at least
+        folder, _, parent = folder.rpartition("/")
+        name = f"{parent}/{name}"
+    return (folder, name) if folder in folders else (None, uri)

@@ -32,6 +32,7 @@ from atlas_dagster.loading.statements import (
     delete_day_statement,
     diagnosis_source,
     export_count_statement,
+    folder_columns,
     insert_statement,
     kill_query_statement,
     previous_attempts_statement,
@@ -100,6 +101,7 @@ def diagnose_rows(
         function,
         parameters | rule_parameters(tenant, domain, prepared.day),
         rows.null_rules(domain) + rows.value_rules(domain, day_schema),
+        folder_columns(day_schema),
     )
     # _path is the engine's view of a file (a local path, or bucket/key): name its export URI.
     by_name = {f.uri.rsplit("/", 1)[-1]: f.uri for f in prepared.day_export.files}
@@ -135,16 +137,22 @@ def _new_entry(tenant: Tenant, domain: Domain, day: dt.date, run_id: str) -> bac
 
 
 def prepare_day(
-    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, day: dt.date, run_id: str
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    domain: Domain,
+    day: dt.date,
+    run_id: str,
+    source: ExportSource | None = None,
 ) -> PreparedDay:
-    """Validates the day's export before anything is written; a failure is logged and re-raised."""
+    """Validates the day's export before anything is written; a failure is logged and re-raised.
+    `source`: the tenant's export reader when the caller loads several of its days."""
     check_scope(tenant, domain, day)
     secrets: tuple[str, ...] = ()
     day_export: DayExport | None = None
     timer = PhaseTimer()
     try:
         secrets = tenant.s3.credentials() or ()
-        source = ExportSource(tenant)
+        source = source or ExportSource(tenant)
         with timer.phase("list_and_footers"):
             day_export = source.list_day(domain.name, day)
         with timer.phase("check_schema"):

@@ -54,6 +54,9 @@ def _structure(domain: Domain, day_schema: DaySchema, all_nullable: bool = False
     def ch_type(column: Column) -> str:
         base = {
             Kind.STRING: "String",
+            # An integer id (INT64, DECIMAL(38, 0)) read as String is its exact decimal text:
+            # the engine converts it (chDB 26.9: 12345678901234 → '12345678901234').
+            Kind.ID: "String",
             Kind.TIMESTAMP: "DateTime64(6, 'UTC')",
             Kind.DOUBLE: "Float64",
             Kind.MONEY: "Float64"
@@ -62,7 +65,25 @@ def _structure(domain: Domain, day_schema: DaySchema, all_nullable: bool = False
         }[column.kind]
         return f"Nullable({base})" if column.nullable or all_nullable else base
 
-    return ", ".join(f"{c.name} {ch_type(c)}" for c in domain.columns)
+    read = [c for c in domain.columns if c.name not in day_schema.from_folders]
+    return ", ".join(f"{c.name} {ch_type(c)}" for c in read)
+
+
+def folder_columns(day_schema: DaySchema) -> str:
+    """The WITH clause naming each column the day's files hold only in their folder names
+    (Spark's partitionBy), read from the path of the file each row comes from, inside the
+    engine. Its name is the contract's, so the guards hold the value stored to the rules.
+
+    Not use_hive_partitioning: chDB 26.9 then lets a folder's value replace the column a file
+    holds too (a file of rows `organization_id = 'evil'` under organization_id=acme/ reads as
+    'acme'), and the tenant guard must see what a file really holds."""
+    if not day_schema.from_folders:
+        return ""
+    columns = (
+        f"decodeURLComponent(extract(_path, '.*/{name}=([^/]*)/')) AS {name}"
+        for name in sorted(day_schema.from_folders)
+    )
+    return "WITH " + ", ".join(columns)
 
 
 def _select_expression(column: Column, day_schema: DaySchema) -> str:
@@ -143,6 +164,7 @@ def insert_statement(
     statement = sql.query(
         "load_day",
         inbound_table=domain.inbound_table,
+        folder_columns=folder_columns(day_schema),
         columns=", ".join([*(c.name for c in domain.columns), "source_file"]),
         select_list=", ".join(_select_expression(c, day_schema) for c in domain.columns),
         source_function=function,

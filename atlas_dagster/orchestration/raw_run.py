@@ -41,6 +41,7 @@ from atlas_dagster.core.tags import (
 from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
 from atlas_dagster.domains import DOMAINS, Domain
+from atlas_dagster.exports.layout import ExportSource
 from atlas_dagster.loading import backfill_log
 from atlas_dagster.loading.day_load import (
     KnownDays,
@@ -120,6 +121,9 @@ class RawRun:
         # Days whose INSERT's connection dropped against a server: resolved before their retry.
         self._uncertain: dict[RawWork, str] = {}
         self._scheduler: LoadScheduler[RawWork, RawResult] | None = None
+        # Per tenant key: its export's reader, shared by the run's days (one S3 client, and the
+        # domain-wide facts: completeness markers, table formats, read once per run).
+        self._sources: dict[str, ExportSource] = {}
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -395,7 +399,8 @@ class RawRun:
                     f"{work.label}: {resolve_uncertain(self.clickhouse, uncertain, canceled)}"
                 )
                 del self._uncertain[work]
-            return prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id)
+            source = self._sources.setdefault(work.tenant.key, ExportSource(work.tenant))
+            return prepare_day(self.clickhouse, work.tenant, work.domain, day, self.run_id, source)
         except Exception as exc:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, ())

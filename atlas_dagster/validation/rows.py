@@ -134,8 +134,10 @@ def diagnose(
     source_function: str,
     parameters: dict[str, object],
     rules: list[RowRule],
+    folder_columns: str = "",
 ) -> list[Violation]:
-    """Every rule broken in each file, read inside ClickHouse (the files' columns as Nullable)."""
+    """Every rule broken in each file, read inside ClickHouse (the files' columns as Nullable);
+    `folder_columns`: the WITH clause of the columns read from folder names (statements.py)."""
     aggregates = []
     for i, rule in enumerate(rules):
         aggregates.append(
@@ -145,7 +147,10 @@ def diagnose(
             f"AS value_{i}"
         )
     text = sql.query(
-        "diagnose_rows", aggregates=",\n       ".join(aggregates), source_function=source_function
+        "diagnose_rows",
+        aggregates=",\n       ".join(aggregates),
+        source_function=source_function,
+        folder_columns=folder_columns,
     )
     result = client.query(text, parameters=parameters)
     violations = []

@@ -9,7 +9,7 @@ import pandas as pd
 import pandera.pandas as pandera
 import pyarrow as pa
 
-from atlas_dagster.domains import Domain, Kind
+from atlas_dagster.domains import Column, Domain, Kind
 from atlas_dagster.exports.layout import DayExport, ExportFile
 from atlas_dagster.tenants import Tenant
 
@@ -20,6 +20,7 @@ class ValidationError(Exception):
 
 EXPECTED = {
     Kind.STRING: "string (or binary)",
+    Kind.ID: "string or integer (INT32, INT64, DECIMAL(p, 0))",
     Kind.TIMESTAMP: "timestamp (INT64 ms, µs or ns, or INT96)",
     Kind.MONEY: "decimal or double",
     Kind.DOUBLE: "double",
@@ -40,6 +41,10 @@ class DaySchema:
     # the row rules then refuse a value that Decimal(18, 4) cannot hold exactly.
     wide_decimals: tuple[tuple[str, str], ...] = ()
 
+    # Contract columns no file of the day holds, read from its `name=value` folder names instead
+    # (Spark's partitionBy columns: organization_id, brand_id).
+    from_folders: frozenset[str] = frozenset()
+
     def decimal_type(self, column: str) -> str | None:
         return dict(self.wide_decimals).get(column)
 
@@ -47,6 +52,10 @@ class DaySchema:
 def _matches(kind: Kind, arrow_type: pa.DataType) -> bool:
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
+    if kind is Kind.ID:
+        # An integer key (a warehouse's BIGINT, DECIMAL(38, 0)) is read as its exact decimal
+        # text by the engine itself; a double is refused: it cannot hold every id exactly.
+        return _matches(Kind.STRING, arrow_type) or _is_integer(arrow_type)
     if kind is Kind.STRING:
         # binary: BYTE_ARRAY without the UTF8 annotation (Impala, Hive, older Spark writers).
         return any(
@@ -66,6 +75,12 @@ def _matches(kind: Kind, arrow_type: pa.DataType) -> bool:
     if kind is Kind.MONEY:
         return pa.types.is_decimal(arrow_type) or pa.types.is_float64(arrow_type)
     return pa.types.is_floating(arrow_type)
+
+
+def _is_integer(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_integer(arrow_type) or (
+        pa.types.is_decimal(arrow_type) and arrow_type.scale == 0
+    )
 
 
 def _wide_decimal(decimals: list[pa.DataType]) -> str | None:
@@ -105,9 +120,12 @@ def _footer_records(
 ) -> list[dict]:
     metadata = export_file.metadata
     expected_value = {"organization_id": tenant.organization_id, "brand_id": tenant.brand_id}
+    names = metadata.schema.names
     records = []
     for column in domain.columns:
-        index = metadata.schema.names.index(column.name)
+        if column.name not in names:  # read from its folder name (check_schema allows no other)
+            continue
+        index = names.index(column.name)
         for group in range(metadata.num_row_groups):
             stats = metadata.row_group(group).column(index).statistics
             if stats is None:
@@ -118,8 +136,8 @@ def _footer_records(
                     "column": column.name,
                     "required": not column.nullable,
                     "null_count": stats.null_count if stats.has_null_count else 0,
-                    "min": stats.min if has_min_max else None,
-                    "max": stats.max if has_min_max else None,
+                    "min": _as_stored(column, stats.min) if has_min_max else None,
+                    "max": _as_stored(column, stats.max) if has_min_max else None,
                     "expected": expected_value.get(column.name) if has_min_max else None,
                     "min_day": _utc_day(stats.min) if has_min_max else None,
                     "max_day": _utc_day(stats.max) if has_min_max else None,
@@ -127,6 +145,17 @@ def _footer_records(
                 }
             )
     return records
+
+
+def _as_stored(column: Column, value: object) -> object:
+    """A footer statistic as the column's value is stored: an integer id as its decimal text, a
+    binary string (BYTE_ARRAY without UTF8, pyarrow gives bytes) as text, so that it compares
+    with the partition's ids."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if column.kind is Kind.ID and not isinstance(value, str):
+        return str(value)
+    return value
 
 
 _FOOTER_COLUMNS = [
@@ -221,41 +250,75 @@ def footer_failures(
 def check_schema(
     day_export: DayExport, domain: Domain, tenant: Tenant, day: dt.date, statistics: bool = True
 ) -> DaySchema:
-    """The day's files against the contract: columns, types, and (unless `statistics` is False,
-    for days footer_failures already cleared) their footer statistics."""
+    """The day's files against the contract: columns (in the file, or a string or id column in
+    its folder names), types, and (unless `statistics` is False, for days footer_failures
+    already cleared) their footer statistics."""
     float_money: dict[str, set[bool]] = {}
     decimals: dict[str, list[pa.DataType]] = {}
+    # column -> where each file holds it ("file" or "folder") -> the first such file
+    held: dict[str, dict[str, str]] = {}
     for export_file in day_export.files:
         schema = export_file.metadata.schema.to_arrow_schema()
         for column in domain.columns:
             if column.name not in schema.names:
-                raise ValidationError(
-                    f"{export_file.uri}: missing column {column.name} "
-                    f"(expected {EXPECTED[column.kind]})"
-                )
+                _check_folder_column(export_file, column)
+                held.setdefault(column.name, {}).setdefault("folder", export_file.uri)
+                continue
+            held.setdefault(column.name, {}).setdefault("file", export_file.uri)
             found = schema.field(column.name).type
             if not _matches(column.kind, found):
-                raise ValidationError(
-                    f"{export_file.uri}: column {column.name} has type {found}, "
-                    f"expected {EXPECTED[column.kind]}"
-                )
+                raise ValidationError(_type_error(export_file, column, found))
             if column.kind is Kind.MONEY:
                 float_money.setdefault(column.name, set()).add(pa.types.is_floating(found))
                 if pa.types.is_decimal(found):
                     decimals.setdefault(column.name, []).append(found)
         if statistics:
             _check_statistics(export_file, domain, tenant, day)
+    _refuse_mixed(day_export, float_money, held)
+    wide = {name: _wide_decimal(types) for name, types in decimals.items()}
+    return DaySchema(
+        frozenset(name for name, kinds in float_money.items() if True in kinds),
+        tuple((name, read_as) for name, read_as in sorted(wide.items()) if read_as),
+        frozenset(name for name, where in held.items() if set(where) == {"folder"}),
+    )
+
+
+def _check_folder_column(export_file: ExportFile, column: Column) -> None:
+    """A column the file lacks is read from its folder name (`organization_id=…/`), as Spark's
+    partitionBy writes it; only a string or id column can be, and only if that folder exists."""
+    in_folder = export_file.folder_value(column.name) is not None
+    if not in_folder or column.kind not in (Kind.STRING, Kind.ID):
+        raise ValidationError(
+            f"{export_file.uri}: missing column {column.name} (expected {EXPECTED[column.kind]})"
+        )
+
+
+def _type_error(export_file: ExportFile, column: Column, found: pa.DataType) -> str:
+    error = f"{export_file.uri}: column {column.name} has type {found}, "
+    error += f"expected {EXPECTED[column.kind]}"
+    if column.kind is Kind.ID and (pa.types.is_floating(found) or pa.types.is_decimal(found)):
+        # 12345678901234567 as a double reads back as 12345678901234568.
+        error += "; an id with a fraction or in floating point cannot be stored exactly"
+    return error
+
+
+def _refuse_mixed(
+    day_export: DayExport, float_money: dict[str, set[bool]], held: dict[str, dict[str, str]]
+) -> None:
+    """One day's files are read by one statement: they must agree on each money column's kind
+    and on where each column comes from (the file or the folder name)."""
     mixed = sorted(name for name, kinds in float_money.items() if len(kinds) > 1)
     if mixed:
         raise ValidationError(
             f"{day_export.day_uri}: files disagree on the type of {', '.join(mixed)} "
             "(some decimal, some double); export the day with one type"
         )
-    wide = {name: _wide_decimal(types) for name, types in decimals.items()}
-    return DaySchema(
-        frozenset(name for name, kinds in float_money.items() if True in kinds),
-        tuple((name, read_as) for name, read_as in sorted(wide.items()) if read_as),
-    )
+    for name, where in held.items():
+        if len(where) > 1:
+            raise ValidationError(
+                f"{where['file']}: holds column {name}, which {where['folder']} has only in its "
+                f"folder name ({name}=…); export every file of the day the same way"
+            )
 
 
 def _timestamp_reading(physical: str, arrow_type: pa.TimestampType) -> str | None:
@@ -285,15 +348,30 @@ def _money_reading(arrow_type: pa.DataType) -> str | None:
     )
 
 
+def _id_reading(physical: str, arrow_type: pa.DataType) -> str | None:
+    if pa.types.is_decimal(arrow_type):
+        return f"DECIMAL({arrow_type.precision}, 0) → String, its exact decimal digits"
+    if pa.types.is_integer(arrow_type):
+        return f"{physical} ({arrow_type}) → String, its exact decimal digits"
+    if pa.types.is_binary(arrow_type):
+        return "BYTE_ARRAY without UTF8 annotation → String"
+    return None
+
+
 def column_readings(export_file: ExportFile, domain: Domain) -> tuple[str, ...]:
-    """What the load reads each contract column of the file as, for the columns a tool writes
-    in a form of its own (INT96, nanoseconds, wide decimals, doubles, binary strings); columns
-    in the contract's plain form are not named. Footer only."""
+    """Where the load reads each contract column of the file from, and what it reads as: the
+    columns only in its folder names first (Spark's partitionBy), then those a tool writes in a
+    form of its own (INT96, nanoseconds, wide decimals, doubles, integer ids, binary strings);
+    the other columns are read from the file in the contract's plain form. Footer only."""
     schema = export_file.metadata.schema
     arrow_schema = schema.to_arrow_schema()
+    from_folders = [c.name for c in domain.columns if c.name not in arrow_schema.names]
     readings = []
+    if from_folders:
+        folders = "/".join(f"{name}=…" for name in from_folders)
+        readings.append(f"{', '.join(from_folders)}: not in the file, from its folders ({folders})")
     for column in domain.columns:
-        if column.name not in arrow_schema.names:
+        if column.name in from_folders:
             continue
         arrow_type = arrow_schema.field(column.name).type
         if pa.types.is_dictionary(arrow_type):
@@ -304,8 +382,8 @@ def column_readings(export_file: ExportFile, domain: Domain) -> tuple[str, ...]:
             reading = _timestamp_reading(physical, arrow_type)
         elif column.kind is Kind.MONEY and _matches(Kind.MONEY, arrow_type):
             reading = _money_reading(arrow_type)
-        elif column.kind is Kind.STRING and pa.types.is_binary(arrow_type):
-            reading = "BYTE_ARRAY without UTF8 annotation → String"
+        elif column.kind in (Kind.STRING, Kind.ID) and _matches(column.kind, arrow_type):
+            reading = _id_reading(physical, arrow_type)
         if reading:
             readings.append(f"{column.name}: {reading}")
     return tuple(readings)
