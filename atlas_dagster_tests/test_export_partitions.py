@@ -17,6 +17,7 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import SUCCESS_MARKER, ExportError, ExportSource, tenant_root
 from atlas_dagster.loading.day_load import count_day
+from atlas_dagster.reporting.advice import diagnose
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster.validation.schema import ValidationError, column_readings
 from atlas_dagster_tests.conftest import log_row
@@ -59,10 +60,15 @@ def _stored(clickhouse, tenant, column: str, domain=CASINO) -> list[tuple]:
 
 
 def _refused_and_empty(clickhouse, tenant, domain=CASINO) -> str:
+    """The day is logged failed, holds no row, and the client's report tells the client what to
+    change in the export (not 'a problem on Atlas's side')."""
     entry = log_row(clickhouse, tenant, domain.name, DAY)
     assert entry["status"] == "failed"
     with clickhouse.session() as client:
         assert count_day(client, domain, tenant, DAY) == 0
+    [advice] = diagnose(tenant, entry)
+    assert not advice.ours, entry["error_message"]
+    assert tenant.source not in f"{advice.file} {advice.problem} {advice.advice}"
     return entry["error_message"]
 
 

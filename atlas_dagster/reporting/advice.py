@@ -34,6 +34,11 @@ _NO_FILES_RE = re.compile(r"no Parquet files for the day at (?P<folder>\S+?)/?$"
 _NAME_RE = re.compile(r"^(?P<file>\S+): file name has characters that are not allowed$")
 _CORRUPT_RE = re.compile(r"^(?P<file>\S+): (corrupt or unreadable Parquet|cannot read Parquet)")
 _MIXED_RE = re.compile(r"^(?P<folder>\S+): files disagree on the type of (?P<columns>.+?) \(")
+_WHERE_RE = re.compile(
+    r"^(?P<file>\S+): holds column (?P<column>\w+), which (?P<other>\S+) has only"
+)
+_TABLE_RE = re.compile(r"^(?P<folder>\S+)/ is (?P<what>an? [A-Za-z ]+ table) \((?P<log>\w+)/")
+_INNER_RE = re.compile(r"^(?P<folder>\S+)/: a partition folder inside the day's folder")
 
 ROW_ADVICE = {
     "is empty": "Every row needs a non-empty {column}.",
@@ -159,6 +164,16 @@ def _validation_failure(text: str, base: dict, tenant: Tenant) -> ClientFailure 
             file=relative(found["file"], tenant),
             column=column,
         )
+    if found := _WHERE_RE.match(text):
+        column = found["column"]
+        return ClientFailure(
+            **base,
+            problem=f"Some files of the day hold column {column}, others only in a folder name.",
+            advice=f"Export every file of the day the same way: {column} in every file, or in "
+            "none (partitioned by it).",
+            file=relative(found["file"], tenant),
+            column=column,
+        )
     if found := _MIXED_RE.match(text):
         return ClientFailure(
             **base,
@@ -206,6 +221,23 @@ def _export_failure(text: str, base: dict, tenant: Tenant) -> ClientFailure | No
             problem="A file is not a readable Parquet file.",
             advice="Export the file again (it may be truncated or not Parquet).",
             file=relative(found["file"], tenant),
+        )
+    if found := _TABLE_RE.match(text):
+        return ClientFailure(
+            **base,
+            problem=f"The export is {found['what']} ({found['log']}/), not plain Parquet files: "
+            "its folders also hold files of versions the table has removed.",
+            advice="Export the table's current version as plain Parquet files in the layout "
+            "(partitioned by organization_id, brand_id, year, month, day).",
+            file=relative(found["folder"], tenant) + "/",
+        )
+    if found := _INNER_RE.match(text):
+        return ClientFailure(
+            **base,
+            problem="The day's files are in a partition folder inside the day's folder.",
+            advice="Write the day's files directly in its day= folder: partition by year, month "
+            "and day last.",
+            file=relative(found["folder"], tenant) + "/",
         )
     if text.startswith("cannot list "):
         return ClientFailure(
