@@ -207,11 +207,13 @@ def test_spark_defaults_partitioned_by_tenant_load_exactly(
     first, second = written.defaults.values()
     clickhouse = _environment(tmp_path, monkeypatch, [first, second])
 
-    assert _cli("check-export", first) == 0
-    report = capsys.readouterr().out
-    assert "organization_id, brand_id: not in the file, from its folders" in report
-    assert "event_timestamp: INT96 (Spark/Hive/Impala legacy)" in report
-    assert "amount: DECIMAL(38, 4) → read as Decimal(38, 4)" in report
+    for command in (("check-export",), ("backfill", "--dry-run")):
+        assert _cli(*command[:1], first, *command[1:]) == 0
+        report = capsys.readouterr().out
+        assert "organization_id, brand_id: not in the file, from its folders" in report, command
+        assert "event_timestamp: INT96 (Spark/Hive/Impala legacy)" in report, command
+        assert "amount: DECIMAL(38, 4) → read as Decimal(38, 4)" in report, command
+    assert "refused before any INSERT (listing and footers): 0 tenant-day(s)" in report
 
     assert _cli("load", first) == 0
     _assert_rows_exact(clickhouse, first, written, warehouse=False)

@@ -2,19 +2,23 @@
 types cost the INSERT beside the bare engine.
 
 Part 1 (outcomes): for every writer of atlas_dagster_tests/export_writers.py (DuckDB, polars,
-pandas with pyarrow and fastparquet, pyarrow in Spark's layouts, a complete export with an empty
-day), 2 days x 4 domains are written and loaded by the `atlas-dagster load` command in its own
-process, on a fresh engine and Dagster instance, as a new user would; the table says whether it
-loaded, how many tenant-day-domains completed with exactly the export's distinct events, and the
-command's wall time.
+pandas with pyarrow and fastparquet, pyarrow's forms no tool writes at will, a complete export with
+an empty day) and for real Spark's two ways of atlas_dagster_tests/spark_exports.py (its defaults
+partitioned by the tenant columns; a warehouse-shaped job per tenant with integer ids), 2 days x 4
+domains are written and loaded by the `atlas-dagster load` command in its own process, on a fresh
+engine and Dagster instance, as a new user would; the table says whether it loaded, how many
+tenant-day-domains completed with exactly the export's distinct events, and the command's wall
+time. Spark needs Java (scripts/ensure-system-deps).
 
 Part 2 (cost): one casino day of --rows rows in --files files, written in each way a tool types
-it (the contract's µs + DECIMAL(18,4); pandas' ns + double; Spark's INT96 + DECIMAL(38,4);
-BigQuery's NUMERIC (38,9)), loaded --repeat times by the pipeline's INSERT (`load_day`, its
-insert_seconds: guards and the Null table + bridge view included) and by a bare INSERT ... SELECT
-from file() into the raw table, with the engine's defaults ("bare") and with the pipeline's own
-INSERT settings ("bare*", as bench_load), each in its own process on a fresh engine, alternating
-whether the pipeline goes first (bench/protocol.py); medians printed side by side.
+it (the contract's µs + DECIMAL(18,4); pandas' ns + double; INT96 + DECIMAL(38,4); BigQuery's
+NUMERIC (38,9); integer ids; the tenant columns only in the folder names, as Spark's partitionBy
+writes them), loaded --repeat times by the pipeline's INSERT (`load_day`, its insert_seconds:
+guards and the Null table + bridge view included) and by a bare INSERT ... SELECT from file()
+into the raw table, with the engine's defaults ("bare") and with the pipeline's own INSERT
+settings ("bare*", as bench_load), each in its own process on a fresh engine, alternating whether
+the pipeline goes first (bench/protocol.py); medians printed side by side. For the folder form
+the bare sides read the tenant columns as the engine itself does, with use_hive_partitioning = 1.
 
     .venv/bin/python -m bench.bench_writers [--rows 1000000] [--files 4] [--repeat 3]
                                             [--skip-outcomes] [--skip-cost]
@@ -50,9 +54,14 @@ SIDES = ("pipeline", "bare", "bare*")
 COST_FORMATS = (
     "contract-us-decimal18",
     "pandas-ns-double",
-    "spark-int96-decimal38",
+    "int96-decimal38",
     "bq-decimal38-9",
+    "int64-ids",
+    "tenant-in-folders",
 )
+# The forms whose tenant columns the bare INSERT reads from the folder names, as the engine does.
+HIVE_FORMS = ("tenant-in-folders",)
+SPARK_FORMS = ("spark-defaults-partitioned-by-tenant", "spark-warehouse-integer-ids")
 
 
 def _tenant(org: str, source: Path, first: dt.date, last: dt.date):
@@ -122,6 +131,69 @@ def outcome(writer: str) -> dict:
     }
 
 
+def spark_outcomes() -> list[dict]:
+    """Real Spark's two ways (one session for both), 2 days x 4 domains each, then `atlas-dagster
+    load` for each tenant in its own process."""
+    import clickhouse_connect
+
+    from atlas_dagster.domains import DOMAINS
+    from atlas_dagster_tests.export_writers import DAYS, ROWS
+    from atlas_dagster_tests.gold_support import generated
+    from atlas_dagster_tests.spark_exports import (
+        spark_session,
+        write_spark_defaults,
+        write_warehouse_style,
+    )
+
+    work = WORK / "outcomes" / "spark"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    defaults = _tenant("sparkdefaults", work / "databricks", DAYS[0], DAYS[-1])
+    warehouse = _tenant("sparkwarehouse", work / "warehouse", DAYS[0], DAYS[-1])
+    expected: dict[tuple, int] = {}
+    with spark_session(work) as spark:
+        for domain in DOMAINS:
+            rows = {t.key: [] for t in (defaults, warehouse)}
+            for tenant in (defaults, warehouse):
+                for day in DAYS:
+                    day_rows = generated(tenant, domain, day, ROWS)
+                    expected[(tenant.key, domain, day)] = len(day_rows)
+                    rows[tenant.key] += day_rows
+            write_spark_defaults(spark, work / "databricks", domain, rows[defaults.key])
+            write_warehouse_style(spark, warehouse, domain, rows[warehouse.key])
+    results = []
+    for form, tenant in zip(SPARK_FORMS, (defaults, warehouse), strict=True):
+        env = _env(work / form, tenant)
+        started = time.monotonic()
+        done = subprocess.run(
+            [str(ATLAS), "load", "--org", tenant.organization_id, "--brand", "main"],
+            env=env, cwd=work, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        wall = time.monotonic() - started
+        client = clickhouse_connect.get_client(dsn=env["ATLAS_CLICKHOUSE_DSN"])
+        logged = client.query(
+            "SELECT domain, partition_date, status, rows_loaded FROM atlas.backfill_log FINAL"
+        ).result_rows
+        client.close()
+        exact = sum(
+            1
+            for domain, day, status, loaded in logged
+            if status == "completed" and loaded == expected[(tenant.key, domain, day)]
+        )
+        errors = [line for line in done.stderr.splitlines() if "atlas-dagster:" in line]
+        results.append(
+            {
+                "writer": form,
+                "exit": done.returncode,
+                "exact": exact,
+                "units": len(DOMAINS) * len(DAYS),
+                "wall_seconds": wall,
+                "error": errors[-1] if errors else "",
+            }
+        )
+    return results
+
+
 def _retype(table, name: str, to):
     import pyarrow as pa
 
@@ -131,6 +203,7 @@ def _retype(table, name: str, to):
 
 def _cost_table(form: str, rows: int):
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from atlas_dagster_tests.bulk_exports import bulk_table
 
@@ -139,10 +212,17 @@ def _cost_table(form: str, rows: int):
     if form == "pandas-ns-double":
         table = _retype(table, "event_timestamp", pa.timestamp("ns", tz="UTC"))
         table = _retype(table, "amount", pa.float64())
-    elif form == "spark-int96-decimal38":
+    elif form == "int96-decimal38":
         table = _retype(table, "amount", pa.decimal128(38, 4))
     elif form == "bq-decimal38-9":
         table = _retype(table, "amount", pa.decimal128(38, 9))
+    elif form == "int64-ids":
+        for name in ("user_id", "bet_id", "game_id"):
+            digits = pc.replace_substring_regex(table.column(name), r"\D", "")
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, pa.field(name, pa.int64()), digits.cast(pa.int64()))
+    elif form == "tenant-in-folders":
+        table = table.drop_columns(["organization_id", "brand_id"])
     return tenant, table
 
 
@@ -160,7 +240,7 @@ def write_cost_day(form: str, rows: int, files: int) -> str:
         pq.write_table(
             table.slice(index * chunk, chunk),
             folder / f"part-{index}.parquet",
-            use_deprecated_int96_timestamps=form.startswith("spark"),
+            use_deprecated_int96_timestamps=form.startswith("int96"),
         )
     return str(folder)
 
@@ -206,6 +286,8 @@ def _side(side: str, form: str, folder: str, attempt: int) -> dict:
         arguments = ["_pipeline", form, dsn]
     else:
         settings = pipeline_settings_sql() if side == "bare*" else BARE_ENGINE_SETTINGS
+        if form in HIVE_FORMS:
+            settings = settings.replace("use_hive_partitioning = 0", "use_hive_partitioning = 1")
         arguments = ["_bare", folder, dsn, settings]
     return json_worker("bench.bench_writers", arguments, REPO_ROOT, timeout=900)
 
@@ -235,12 +317,16 @@ def _print_outcomes(report: dict) -> None:
     from atlas_dagster_tests.export_writers import WRITERS
 
     print(f"{'writer':45}  {'exit':>4}  {'exact':>7}  {'wall s':>6}  error")
-    for writer in sorted(WRITERS):
-        row = json_worker("bench.bench_writers", ["_outcome", writer], REPO_ROOT, timeout=900)
+    rows = [
+        json_worker("bench.bench_writers", ["_outcome", writer], REPO_ROOT, timeout=900)
+        for writer in sorted(WRITERS)
+    ]
+    rows += json_worker("bench.bench_writers", ["_spark"], REPO_ROOT, timeout=1800)
+    for row in rows:
         report["outcomes"].append(row)
         exact = f"{row['exact']}/{row['units']}"
         wall = f"{row['wall_seconds']:6.1f}"
-        print(f"{writer:45}  {row['exit']:>4}  {exact:>7}  {wall}  {row['error']}")
+        print(f"{row['writer']:45}  {row['exit']:>4}  {exact:>7}  {wall}  {row['error']}")
 
 
 def _print_cost(report: dict, args: argparse.Namespace) -> None:
@@ -261,6 +347,7 @@ WORKERS = {
     "_pipeline": worker_pipeline,
     "_bare": worker_bare,
     "_outcome": lambda writer: print(json.dumps(outcome(writer))),
+    "_spark": lambda: print(json.dumps(spark_outcomes())),
 }
 
 
