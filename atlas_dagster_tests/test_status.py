@@ -74,7 +74,10 @@ def test_status_sections_list_failed_missing_and_stale_days(
         human, report = _status(capsys, "--org", tenant.organization_id)
 
     org, iso = tenant.organization_id, [d.isoformat() for d in days]
-    assert set(report) == {"progress", "failures", "gaps", "stale", "running_loads"}
+    assert set(report) == {
+        "progress", "failures", "gaps", "stale", "changed", "unlisted", "running_loads",
+    }  # fmt: skip
+    assert (report["changed"], report["unlisted"]) == ([], [])  # no export changed since
     assert report["running_loads"] == []  # the run there publishes no INSERT concurrency
     [progress] = report["progress"]
     assert progress == {
@@ -118,9 +121,11 @@ def test_status_sections_list_failed_missing_and_stale_days(
         "pending failures",
         "gaps",
         "stale loads",
+        "changed since loaded",
         "running loads",
     ]
     assert sections["running loads"].strip() == "(none)"
+    assert sections["changed since loaded"].strip() == "(none)"
     assert iso[2] in sections["pending failures"]
     assert "outside the partition's UTC day" in sections["pending failures"]
     assert re.search(rf"{org}\s+main\s+user\s+{iso[2]}\s+{iso[4]}\s+3$", sections["gaps"], re.M)
@@ -135,7 +140,10 @@ def test_status_sections_list_failed_missing_and_stale_days(
     assert other_view["progress"] == other_view["failures"] == other_view["stale"] == []
     assert len(other_view["gaps"]) == 5
     _, casino = _status(capsys, "--org", org, "--domain", "casino")
-    assert casino == {"progress": [], "failures": [], "gaps": [], "stale": [], "running_loads": []}
+    assert casino == {
+        "progress": [], "failures": [], "gaps": [], "stale": [], "changed": [], "unlisted": [],
+        "running_loads": [],
+    }  # fmt: skip
 
 
 SEED_ORG, SEED_BRAND = "seu_org_id", "seu_brand_id"

@@ -54,6 +54,7 @@ STALE_COLUMNS = [
     "reason",
 ]
 GAP_COLUMNS = ["organization_id", "brand_id", "domain", "from", "to", "days"]
+CHANGED_COLUMNS = ["organization_id", "brand_id", "domain", "partition_date", "reason"]
 
 
 def add_status_command(commands: argparse._SubParsersAction) -> None:
@@ -156,5 +157,15 @@ def render(report: StatusReport) -> str:
                 stale,
                 STALE_COLUMNS,
             ),
+            _changed_section(report),
         ]
     )
+
+
+def _changed_section(report: StatusReport) -> str:
+    header = (
+        f"changed since loaded ({len(report.changed)} completed days whose export has other "
+        "files now; reload them with --only-changed)"
+    )
+    text = _section(header, report.changed, CHANGED_COLUMNS)
+    return "\n".join([text, *(f"could not tell: {line}" for line in report.unlisted)])

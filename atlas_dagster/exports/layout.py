@@ -7,16 +7,17 @@ import datetime as dt
 import io
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 from dagster_aws.s3 import S3Resource
 
+from atlas_dagster.exports.fingerprint import FileStamp, encode
 from atlas_dagster.tenants import Tenant
 
 # File names reach a ClickHouse glob: refuse anything that could widen it. Any extension: Spark,
@@ -56,9 +57,16 @@ class ExportFile:
     # year, month, day), as Spark and every Hive-layout reader see them: a column its writer
     # partitioned by lives only there, not in the file.
     folder_values: tuple[tuple[str, str], ...] = ()
+    # What the listing says of the object (S3 ETag, or mtime in ns), and its path below the
+    # tenant's folder: the file's stamp in the day's fingerprint.
+    version: str = ""
+    key: str = ""
 
     def folder_value(self, column: str) -> str | None:
         return dict(self.folder_values).get(column)
+
+    def stamp(self) -> FileStamp:
+        return FileStamp(self.key, self.size, self.version, self.num_rows)
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,18 @@ class DayExport:
     @property
     def num_rows(self) -> int:
         return sum(f.num_rows for f in self.files)
+
+    def fingerprint(self) -> str:
+        """What the load reads, as backfill_log stores it (exports/fingerprint.py)."""
+        return encode(f.stamp() for f in self.files)
+
+
+class Listed(NamedTuple):
+    """An object as a listing gives it: its name below the listed folder, size and version."""
+
+    name: str
+    size: int
+    version: str
 
 
 def tenant_root(tenant: Tenant, domain: str) -> str:
@@ -237,15 +257,17 @@ class ExportSource:
         """The day's files, from every form of its folder (padded or not); the union when
         several exist. No file: an empty day in a complete export, else an ExportError."""
         self.refuse_table(domain)
+        return self._day_export(domain, day, self._list_day_folders(domain, day))
+
+    def _list_day_folders(self, domain: str, day: dt.date) -> dict[str, list[Listed]]:
         folders = day_folders(self.tenant, domain, day)
         try:
-            entries = {
+            return {
                 folder: self._list_s3(folder) if self._client else self._list_local(folder)
                 for folder in folders
             }
         except Exception as exc:  # access denied, unknown bucket, network
             raise ExportError(f"cannot list {folders[0]}: {type(exc).__name__}: {exc}") from exc
-        return self._day_export(domain, day, entries)
 
     def list_window(
         self, domain: str, days: list[dt.date], threads: int = FOOTER_THREADS
@@ -255,9 +277,49 @@ class ExportSource:
         day gets what list_day gives it, its DayExport or its ExportError; if the one pass
         fails, the days are listed one by one so that each names its own folder."""
         try:
-            self.refuse_table(domain)
+            listed = self._window_listing(domain, days)
+        except ExportError as exc:  # a table, or the folders above the days unreadable
+            return dict.fromkeys(days, exc)
+
+        def one(day: dt.date) -> DayExport | ExportError:
+            try:
+                return self._day_export(domain, day, listed(day))
+            except ExportError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            return dict(zip(days, pool.map(one, days), strict=True))
+
+    def stamp_window(
+        self, domain: str, days: list[dt.date]
+    ) -> dict[dt.date, tuple[FileStamp, ...] | ExportError]:
+        """Each day's files as list_window finds them, from the same one listing pass but with
+        no footer read: their stamps (no row counts), to compare with a stored fingerprint. A
+        day without files has none, whether or not the export declares it complete."""
+        try:
+            listed = self._window_listing(domain, days)
         except ExportError as exc:
             return dict.fromkeys(days, exc)
+        stamps: dict[dt.date, tuple[FileStamp, ...] | ExportError] = {}
+        for day in days:
+            try:
+                _, files = self._day_files(domain, day, listed(day))
+            except ExportError as exc:
+                stamps[day] = exc
+                continue
+            root = tenant_root(self.tenant, domain)
+            stamps[day] = tuple(
+                FileStamp(uri[len(root) + 1 :], item.size, item.version) for uri, item in files
+            )
+        return stamps
+
+    def _window_listing(
+        self, domain: str, days: list[dt.date]
+    ) -> Callable[[dt.date], dict[str, list[Listed]]]:
+        """The window's one listing pass; per day, its folders' listings (a day listed again on
+        its own if the pass failed, so that it names its own folder; every day raises the
+        table refusal)."""
+        self.refuse_table(domain)
         folders = {f: day for day in days for f in day_folders(self.tenant, domain, day)}
         try:
             by_folder = self._list_window_s3(folders) if self._client else None
@@ -266,32 +328,22 @@ class ExportSource:
         with contextlib.suppress(ExportError):  # read once here, not by each thread; if it
             self.complete(domain)  # fails, each day without files reports why
 
-        def one(day: dt.date) -> DayExport | ExportError:
-            try:
-                if by_folder is None:
-                    return self.list_day(domain, day)
-                own = day_folders(self.tenant, domain, day)
-                return self._day_export(domain, day, {f: by_folder.get(f, []) for f in own})
-            except ExportError as exc:
-                return exc
+        def listed(day: dt.date) -> dict[str, list[Listed]]:
+            if by_folder is None:
+                return self._list_day_folders(domain, day)
+            own = day_folders(self.tenant, domain, day)
+            return {f: by_folder.get(f, []) for f in own}
 
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            return dict(zip(days, pool.map(one, days), strict=True))
+        return listed
 
-    def _day_export(
-        self, domain: str, day: dt.date, entries: dict[str, list[tuple[str, int]]]
-    ) -> DayExport:
-        """The day's data files from its folders' listings (every form of the folder)."""
+    def _day_files(
+        self, domain: str, day: dt.date, entries: dict[str, list[Listed]]
+    ) -> tuple[str, list[tuple[str, Listed]]]:
+        """The day's folder to read from, and its data files (uri, listing) from its folders'
+        listings (every form of the folder); no file at all: the padded folder, and none."""
         found = {folder: listed for folder, listed in entries.items() if listed}
         if not found:
-            padded = day_folder(self.tenant, domain, day)
-            if self.complete(domain):
-                return DayExport(padded, ())  # a day with no events
-            raise ExportError(
-                f"no Parquet files for the day at {padded}/ (nor unpadded): not exported yet; "
-                f"a day without events needs the export declared complete ({SUCCESS_MARKER} at "
-                f"{self.tenant.source}/{domain}/, or export_complete in the tenants file)"
-            )
+            return day_folder(self.tenant, domain, day), []
         # Several folders of one day (month=09/day=07 and month=9/day=7): read from their
         # common parent, each file named by its path below it.
         common = os.path.commonprefix([f"{folder}/" for folder in found])
@@ -299,7 +351,8 @@ class ExportSource:
         seen: dict[str, str] = {}
         files = []
         for folder, listed in found.items():
-            for name, size in sorted(listed):
+            for item in sorted(listed):
+                name = item.name
                 if "/" in name:
                     _refuse_partition_folder(folder, name.split("/")[0])
                     continue  # any other folder inside a day's folder is not the day's data
@@ -313,12 +366,38 @@ class ExportSource:
                         "padded and unpadded folders must not both hold it"
                     )
                 seen[name] = folder
-                uri = f"{folder}/{name}"
-                relative = uri[len(base) + 1 :]
-                footer = self._footer(uri, size)
-                values = folder_values(uri, f"{self.tenant.source}/{domain}")
-                files.append(ExportFile(uri, relative, size, *footer, folder_values=values))
-        return DayExport(base, tuple(files))
+                files.append((f"{folder}/{name}", item))
+        return base, files
+
+    def _day_export(self, domain: str, day: dt.date, entries: dict[str, list[Listed]]) -> DayExport:
+        """The day's data files, their footers read. No file: an empty day in a complete export,
+        else an ExportError."""
+        base, files = self._day_files(domain, day, entries)
+        if not files:
+            if self.complete(domain):
+                return DayExport(base, ())  # a day with no events
+            raise ExportError(
+                f"no Parquet files for the day at {base}/ (nor unpadded): not exported yet; "
+                f"a day without events needs the export declared complete ({SUCCESS_MARKER} at "
+                f"{self.tenant.source}/{domain}/, or export_complete in the tenants file)"
+            )
+        root = tenant_root(self.tenant, domain)
+        exported = []
+        for uri, item in files:
+            rows, metadata = self._footer(uri, item.size)
+            exported.append(
+                ExportFile(
+                    uri,
+                    uri[len(base) + 1 :],
+                    item.size,
+                    rows,
+                    metadata,
+                    folder_values=folder_values(uri, f"{self.tenant.source}/{domain}"),
+                    version=item.version,
+                    key=uri[len(root) + 1 :],
+                )
+            )
+        return DayExport(base, tuple(exported))
 
     def open(self, export_file: ExportFile) -> pq.ParquetFile:
         """Opens a file for a bounded read (footer, then the batches asked for)."""
@@ -343,23 +422,32 @@ class ExportSource:
             ) from exc
         return metadata.num_rows, metadata
 
-    def _list_local(self, folder: str) -> list[tuple[str, int]]:
-        """The folder's data files; a data folder inside it as its name and '/' (refused)."""
+    def _list_local(self, folder: str) -> list[Listed]:
+        """The folder's data files, their mtime in ns as version; a data folder inside it as its
+        name and '/' (refused when it is a partition folder)."""
         path = Path(folder[len("file://") :])
         if not path.is_dir():
             return []
+        listed = []
+        for p in path.iterdir():
+            if not is_data_file(p.name):
+                continue
+            if p.is_file():
+                stat = p.stat()
+                listed.append(Listed(p.name, stat.st_size, str(stat.st_mtime_ns)))
+            else:
+                listed.append(Listed(f"{p.name}/", 0, ""))
+        return listed
+
+    def _list_s3(self, folder: str) -> list[Listed]:
+        bucket, prefix = split_s3_uri(folder + "/")
         return [
-            (p.name, p.stat().st_size) if p.is_file() else (f"{p.name}/", 0)
-            for p in path.iterdir()
-            if is_data_file(p.name)
+            Listed(key[len(prefix) :], size, etag)
+            for key, size, etag in self._s3_keys(bucket, prefix)
+            if is_data_file(key[len(prefix) :])
         ]
 
-    def _list_s3(self, folder: str) -> list[tuple[str, int]]:
-        bucket, prefix = split_s3_uri(folder + "/")
-        listed = ((key[len(prefix) :], size) for key, size in self._s3_keys(bucket, prefix))
-        return [(name, size) for name, size in listed if is_data_file(name)]
-
-    def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[tuple[str, int]]]:
+    def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[Listed]]:
         """The window's day folders (every form) in one walk of their common prefix, from the
         lowest folder key on and stopped after the highest. Padded keys sort by day; unpadded
         months sort 1, 10, 11, 12, 2, …, so for them the walk covers the window's years."""
@@ -370,24 +458,26 @@ class ExportSource:
         # Start after a name just below the lowest folder (its last digit less one): SeaweedFS
         # takes StartAfter as a folder marker and would skip the folder itself.
         start_after = first_key[:-2] + chr(ord(first_key[-2]) - 1)
-        entries: dict[str, list[tuple[str, int]]] = {}
-        for key, size in self._s3_keys(bucket, prefix, start_after=start_after):
+        entries: dict[str, list[Listed]] = {}
+        for key, size, etag in self._s3_keys(bucket, prefix, start_after=start_after):
             if key > last_key and not key.startswith(last_key):
                 break
             folder, name = _in_day_folder(f"s3://{bucket}/{key}", folders)
             if folder is not None and is_data_file(name):
-                entries.setdefault(folder, []).append((name, size))
+                entries.setdefault(folder, []).append(Listed(name, size, etag))
         return entries
 
     def _s3_keys(
         self, bucket: str, prefix: str, start_after: str = ""
-    ) -> Iterator[tuple[str, int]]:
+    ) -> Iterator[tuple[str, int, str]]:
+        """Every key under the prefix with its size and ETag (a new upload's version, even of
+        the same size), as the listing returns them: no request per object."""
         pages = self._client.get_paginator("list_objects_v2").paginate(
             Bucket=bucket, Prefix=prefix, StartAfter=start_after
         )
         for page in pages:
             for item in page.get("Contents", []):
-                yield item["Key"], int(item["Size"])
+                yield item["Key"], int(item["Size"]), str(item.get("ETag", "")).strip('"')
 
 
 def _refuse_partition_folder(folder: str, inner: str) -> None:

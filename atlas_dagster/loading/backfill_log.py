@@ -37,6 +37,7 @@ class LogEntry:
     error_message: str = ""
     s3_path: str = ""
     query_id: str = ""
+    source_files: str = ""  # the export's fingerprint (exports/fingerprint.py)
     worker: str = field(default_factory=_worker)
     started_at: dt.datetime = field(default_factory=_now)
     updated_at: dt.datetime = field(default_factory=_now)
@@ -65,6 +66,7 @@ COLUMNS = (
     "error_message",
     "s3_path",
     "query_id",
+    "source_files",
     "run_id",
     "attempt",
     "worker",

@@ -207,9 +207,22 @@ def rows_exist_statement(domain: Domain, tenant: Tenant, day: dt.date) -> Statem
     return sql.query("backfill_rows_exist", raw_table=domain.raw_table), day_parameters(tenant, day)
 
 
-def delete_day_statement(domain: Domain, tenant: Tenant, day: dt.date) -> Statement:
-    """Deletes the tenant-day's backfilled rows (other ingestion paths stay)."""
-    return sql.query("delete_day", raw_table=domain.raw_table), day_parameters(tenant, day)
+def delete_day_statement(
+    domain: Domain,
+    tenant: Tenant,
+    day: dt.date,
+    until: dt.datetime | None = None,
+    since: dt.datetime | None = None,
+) -> Statement:
+    """Deletes the tenant-day's backfilled rows (other ingestion paths stay): all of them, or
+    those ingested `until` an instant (a reload's previous rows) or `since` it (its own)."""
+    parameters = day_parameters(tenant, day)
+    loaded = ""
+    if until is not None:
+        loaded, parameters["loaded"] = "AND ingested_at <= {loaded:DateTime64(6, 'UTC')}", until
+    elif since is not None:
+        loaded, parameters["loaded"] = "AND ingested_at > {loaded:DateTime64(6, 'UTC')}", since
+    return sql.query("delete_day", raw_table=domain.raw_table, loaded=loaded), parameters
 
 
 def _tenant_ids(tenant: Tenant) -> dict[str, object]:

@@ -1,14 +1,16 @@
-"""The backfill's status from backfill_log: progress, pending failures, gaps and stale loads."""
+"""The backfill's status from backfill_log: progress, pending failures, gaps, stale loads, and
+loaded days whose exports changed since (one listing per tenant-domain window)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clickhouse_connect.driver.client import Client
 from dagster import DagsterInstance
 
 from atlas_dagster import sql
+from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.scope import Scope
@@ -26,12 +28,18 @@ class StatusReport:
     failures: list[Row]
     gaps: list[Row]
     stale: list[Row]
+    # Completed days whose export changed since the load (checks/changes.py), newest first,
+    # and the windows that could not be listed to tell.
+    changed: list[Row] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, list[Row]]:
-        return {
+    def as_json(self) -> dict[str, object]:
+        tables = {
             name: [{key: _jsonable(value) for key, value in row.items()} for row in rows]
             for name, rows in vars(self).items()
+            if name != "unlisted"
         }
+        return tables | {"unlisted": self.unlisted}
 
 
 def _jsonable(value: object) -> object:
@@ -106,6 +114,20 @@ def stale_rows(client: Client, scope: Scope, instance: DagsterInstance | None) -
     return rows
 
 
+def changed(client: Client, tenants: list[Tenant], scope: Scope) -> ChangeScan:
+    """Every tenant in scope's completed days whose export changed since their load, over its
+    whole window: one fingerprint query per tenant, one listing pass per tenant-domain."""
+    scan = ChangeScan()
+    for tenant in tenants:
+        if not scope.matches(tenant):
+            continue
+        window = tenant_window(tenant)
+        if window is not None:
+            domains = sorted(scope.domains_of(tenant))
+            scan_tenant(client, tenant, domains, *window, scan=scan)
+    return scan
+
+
 def collect(
     client: Client,
     tenants: list[Tenant],
@@ -115,9 +137,12 @@ def collect(
 ) -> StatusReport:
     """`instance` None: stale loads are judged by their worker's liveness only."""
     parameters = scope.parameters()
+    scan = changed(client, tenants, scope)
     return StatusReport(
         progress=query_rows(client, sql.query("status/progress"), parameters),
         failures=query_rows(client, sql.query("status/failures"), parameters),
         gaps=gaps(client, tenants, scope, gap_days),
         stale=stale_rows(client, scope, instance),
+        changed=[day.as_json() for day in scan.changed],
+        unlisted=scan.unlisted,
     )

@@ -4,8 +4,8 @@
 -- expression interpreter).
 INSERT INTO atlas.backfill_log
     (organization_id, brand_id, domain, partition_date, status, rows_loaded, source_rows,
-     duplicate_rows, files, bytes, error_message, s3_path, query_id, run_id, attempt, worker,
-     started_at, updated_at)
+     duplicate_rows, files, bytes, error_message, s3_path, query_id, source_files, run_id, attempt,
+     worker, started_at, updated_at)
 SELECT {organization_id:String},
        {brand_id:String},
        {domain:String},
@@ -19,6 +19,7 @@ SELECT {organization_id:String},
        {error_message:String},
        {s3_path:String},
        {query_id:String},
+       {source_files:String},
        {run_id:String},
        {attempt:UInt32},
        {worker:String},
