@@ -46,9 +46,7 @@ class ChangeScan:
     listed_days: int = 0
 
     def days(self, tenant: Tenant, domain: str) -> set[dt.date]:
-        return {
-            c.partition_date for c in self.changed if c.tenant == tenant and c.domain == domain
-        }
+        return {c.partition_date for c in self.changed if c.tenant == tenant and c.domain == domain}
 
 
 def loaded_fingerprints(

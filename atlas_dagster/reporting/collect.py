@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster import sql
+from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
 from atlas_dagster.resources.clickhouse import ClickHouseResource
@@ -22,7 +23,10 @@ COMPLETED, FAILED, LOADING, MISSING, NOT_EXPORTED = "C", "F", "L", "M", "N"
 # A completed day with no events (a complete export without the day's folder), and a day outside
 # a domain's own dates (a sportsbook launched after the casino): neither is owed anything.
 EMPTY, OUTSIDE = "E", "O"
-DONE = (COMPLETED, EMPTY)
+# A completed day whose export was delivered again with other files since its load: it holds the
+# earlier delivery's rows until it is reloaded (checks/changes.py).
+REDELIVERED = "R"
+DONE = (COMPLETED, EMPTY, REDELIVERED)
 STATE_NAMES = {
     COMPLETED: "completed",
     EMPTY: "no events",
@@ -31,6 +35,7 @@ STATE_NAMES = {
     LOADING: "loading",
     MISSING: "missing",
     NOT_EXPORTED: "not exported yet",
+    REDELIVERED: "re-delivered, reload pending",
 }
 # The states of sql/queries/report/days.sql as cells.
 LETTERS = {
@@ -103,6 +108,8 @@ class TenantReport:
     gold_calendar: str = ""
     gold: list[GoldSummary] = field(default_factory=list)
     failures: list[ClientFailure] = field(default_factory=list)
+    # Loaded days delivered again since: (domain, day, what changed), newest first.
+    redelivered: list[tuple[str, dt.date, str]] = field(default_factory=list)
     throughput: Throughput | None = None
     parallel: int = 1
 
@@ -217,6 +224,17 @@ def _outside_dates(cells: str, tenant: Tenant, domain: str, first: dt.date) -> s
     )
 
 
+def _redelivered(
+    cells: str, redelivered: list[tuple[str, dt.date, str]], domain: str, first: dt.date
+) -> str:
+    """Completed cells of days delivered again since their load marked REDELIVERED."""
+    offsets = {(day - first).days for name, day, _ in redelivered if name == domain}
+    return "".join(
+        REDELIVERED if i in offsets and cell in (COMPLETED, EMPTY) else cell
+        for i, cell in enumerate(cells)
+    )
+
+
 def _eta(
     row: dict | None, remaining: int, throughput: Throughput | None, parallel: int
 ) -> float | None:
@@ -292,9 +310,11 @@ def build_report(
     today: dt.date,
     parallel: int,
     known_secrets: tuple[str | None, ...] = (),
+    changes: ChangeScan | None = None,
 ) -> TenantReport:
     """One tenant's report from the fleet's rows: only its own key is ever looked up.
-    `known_secrets` (the DSN's password) are scrubbed from its texts with the tenant's own."""
+    `known_secrets` (the DSN's password) are scrubbed from its texts with the tenant's own;
+    `changes`: the tenant's re-delivered days (scan_tenant), marked in the calendar."""
     key = (tenant.organization_id, tenant.brand_id)
     first, last = tenant.start_date, tenant.last_date(today)
     length = (last - first).days + 1
@@ -318,9 +338,13 @@ def build_report(
         parallel=parallel,
     )
     summary = rows.summary.get(key, {})
+    report.redelivered = [
+        (c.domain, c.partition_date, scrub(c.reason)) for c in (changes.changed if changes else [])
+    ]
     for domain in tenant.domains:
         cells = _cells(rows.days.get(key, {}).get(domain, {}), first, length, due)
         cells = _outside_dates(cells, tenant, domain, first)
+        cells = _redelivered(cells, report.redelivered, domain, first)
         report.calendar[domain] = cells
         report.domains.append(
             _domain_summary(
@@ -350,7 +374,20 @@ def collect_reports(
     with clickhouse.session() as client:
         ensure_schema(client)
         rows = read_fleet(client, tenants, today)
+        changes = {t.key: _changes(client, t, today) for t in tenants}
     # The embedded engine runs one INSERT at a time whatever the pool allows.
     parallel = 1 if clickhouse.is_embedded() else parallel_inserts
     secrets = (dsn_password(clickhouse.resolved_dsn()),)
-    return [build_report(t, rows, today, parallel, secrets) for t in tenants]
+    return [build_report(t, rows, today, parallel, secrets, changes[t.key]) for t in tenants]
+
+
+def _changes(client: Client, tenant: Tenant, today: dt.date) -> ChangeScan | None:
+    """The tenant's re-delivered days; None (unmarked) when its export cannot be listed: the
+    report still says everything else."""
+    last = min(tenant.last_date(today), today - dt.timedelta(days=1))
+    if last < tenant.start_date:
+        return None
+    try:
+        return scan_tenant(client, tenant, list(tenant.domains), tenant.start_date, last)
+    except Exception:
+        return None

@@ -23,6 +23,7 @@ from atlas_dagster.reporting.collect import (
     MISSING,
     NOT_EXPORTED,
     OUTSIDE,
+    REDELIVERED,
     STATE_NAMES,
     TenantReport,
 )
@@ -37,6 +38,7 @@ COLOURS = {
     NOT_EXPORTED: "#f1f2f4",
     EMPTY: "#a7dcbc",
     OUTSIDE: "#ffffff",
+    REDELIVERED: "#8b5cf6",
     "G": "#d9a21b",
     "P": "#f1d58a",
     "-": "#e6e8eb",
@@ -50,6 +52,7 @@ STATE_CLASS = {
     MISSING: "M",
     NOT_EXPORTED: "N",
     OUTSIDE: "O",
+    REDELIVERED: "R",
 }
 # Cell size bounds: 3 years are ~157 week columns, which fit 1,200 px at 7 px a cell.
 CALENDAR_WIDTH = 1180
@@ -114,6 +117,10 @@ def as_json(report: TenantReport) -> str:
         "domains": summary_rows(report),
         "gold": [vars(g) for g in report.gold],
         "failures": failures,
+        "redelivered": [
+            {"domain": domain, "day": day.isoformat(), "what_changed": reason}
+            for domain, day, reason in report.redelivered
+        ],
         "calendar": {
             "first_day": _day(report.first_day),
             "legend": STATE_NAMES | {f"gold:{k}": v for k, v in GOLD_STATE_NAMES.items()},
@@ -186,7 +193,7 @@ def _chunk_char(chunk: str) -> str:
         return " "
     if set(chunk) <= {COMPLETED, EMPTY, OUTSIDE}:
         return "█"
-    return "▒" if COMPLETED in chunk or LOADING in chunk else "·"
+    return "▒" if set(chunk) & {COMPLETED, LOADING, REDELIVERED} else "·"
 
 
 def _esc(value: object) -> str:
@@ -428,7 +435,24 @@ def _failures(report: TenantReport) -> str:
             + f"<table id='failures'>{head}{''.join(_failure_row(f) for f in shown)}</table>"
             + note
         )
-    return fixes + _not_exported(not_exported) + _ours(ours)
+    return fixes + _not_exported(not_exported) + _ours(ours) + _redelivered(report)
+
+
+def _redelivered(report: TenantReport) -> str:
+    if not report.redelivered:
+        return ""
+    rows = "".join(
+        f"<tr data-redelivered='{_esc(domain)}|{day}'><td class='day'>{day}</td>"
+        f"<td>{_esc(domain)}</td><td>{_esc(reason)}</td></tr>"
+        for domain, day, reason in report.redelivered[:FAILURES_SHOWN]
+    )
+    more = len(report.redelivered) - FAILURES_SHOWN
+    note = f"<p class='note'>… and {more} more, listed in progress.json.</p>" if more > 0 else ""
+    return (
+        "<h3>Delivered again since loaded</h3><p class='note'>These days hold the rows of the "
+        "earlier delivery until Atlas loads them again.</p><table id='redelivered'><tr>"
+        f"<th>day</th><th>domain</th><th>what changed</th></tr>{rows}</table>{note}"
+    )
 
 
 def _gold(report: TenantReport) -> str:
