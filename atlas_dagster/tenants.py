@@ -89,6 +89,9 @@ class Tenant:
     # Declares every domain's export complete (as a `_SUCCESS` file at {source}/{domain}/ does):
     # a day without files is then a day with no events, not a day not exported yet.
     export_complete: bool = False
+    # Lets the daemon reload, by itself, loaded days whose export was delivered again with other
+    # files (orchestration/redelivery.py); off: an operator runs `--only-changed`.
+    reload_changed: bool = False
 
     @property
     def key(self) -> str:
@@ -245,6 +248,7 @@ def _parse_tenant(entry: dict, index: int, base_dir: Path) -> Tenant:
         domain_windows=tuple((n, w) for n, w in windows if w != DomainWindow()),
         export_complete=_parse_flag(entry.get("export_complete"), where, "export_complete")
         or False,
+        reload_changed=_parse_flag(entry.get("reload_changed"), where, "reload_changed") or False,
     )
 
 

@@ -339,7 +339,7 @@ def generate_log_rows(client, tenants, first: dt.date, last: dt.date, skip: str)
                if(cityHash64(org, domain, day) % 500 = 0, 'failed', 'completed') AS status,
                1000 AS rows_loaded, 1000, 2, 100000,
                if(status = 'failed', 'bench: a failed day', ''), '', '', 'bench-run', 1,
-               now64(6), now64(6), '', 0
+               now64(6), now64(6), '', 0, ''
         FROM (
             SELECT concat('f', leftPad(toString(intDiv(number, {days} * 4)), 3, '0')) AS org,
                    arrayElement({domains}, (number % 4) + 1) AS domain,
@@ -377,7 +377,7 @@ def load_verified_tenant(client, tenant, first: dt.date, last: dt.date) -> float
             INSERT INTO atlas.backfill_log
             SELECT organization_id, brand_id, {{domain:String}}, event_date, 'completed',
                    count(), count(), 1, 1000, '', '', '', 'bench-run', 1, now64(6), now64(6),
-                   '', 0
+                   '', 0, ''
             FROM atlas.{domain.raw_table} FINAL
             WHERE organization_id = {{org:String}} AND brand_id = {{brand:String}}
               AND event_date BETWEEN {{first:Date}} AND {{last:Date}}
