@@ -32,6 +32,9 @@ BENCH_DRY_RUN_ARGS ?=
 # make bench BENCH=writers: each real writer's export through `atlas-dagster load`, and each tool's
 # types' INSERT cost beside the bare engine (bench/bench_writers.py).
 BENCH_WRITERS_ARGS ?=
+# make bench BENCH=changes: finding re-delivered days over 1 and 3 years, beside the bare listing
+# (bench/bench_changes.py; BENCH_CHANGES_ARGS="--s3" on the S3 test server too).
+BENCH_CHANGES_ARGS ?=
 
 .PHONY: install system-deps demo dev test test-fast lint bench clean
 
@@ -91,6 +94,7 @@ bench: install
 	$(if $(filter report,$(BENCH)),$(BIN)/python -m bench.bench_report $(BENCH_REPORT_ARGS))
 	$(if $(filter writers,$(BENCH)),$(BIN)/python -m bench.bench_writers $(BENCH_WRITERS_ARGS))
 	$(if $(filter dry-run,$(BENCH)),$(BIN)/python -m bench.bench_dry_run $(BENCH_DRY_RUN_ARGS))
+	$(if $(filter changes,$(BENCH)),$(BIN)/python -m bench.bench_changes $(BENCH_CHANGES_ARGS))
 
 clean:
 	rm -rf .atlas .dagster_home
