@@ -75,9 +75,11 @@ def test_status_sections_list_failed_missing_and_stale_days(
 
     org, iso = tenant.organization_id, [d.isoformat() for d in days]
     assert set(report) == {
-        "progress", "failures", "gaps", "stale", "changed", "unlisted", "running_loads",
+        "progress", "failures", "gaps", "stale", "changed", "unlisted", "changes_scanned",
+        "running_loads",
     }  # fmt: skip
-    assert (report["changed"], report["unlisted"]) == ([], [])  # no export changed since
+    # One tenant in scope: its export was listed, and no loaded day changed since.
+    assert (report["changed"], report["unlisted"], report["changes_scanned"]) == ([], [], True)
     assert report["running_loads"] == []  # the run there publishes no INSERT concurrency
     [progress] = report["progress"]
     assert progress == {
@@ -142,7 +144,7 @@ def test_status_sections_list_failed_missing_and_stale_days(
     _, casino = _status(capsys, "--org", org, "--domain", "casino")
     assert casino == {
         "progress": [], "failures": [], "gaps": [], "stale": [], "changed": [], "unlisted": [],
-        "running_loads": [],
+        "changes_scanned": True, "running_loads": [],
     }  # fmt: skip
 
 

@@ -17,7 +17,13 @@ from dagster import DagsterInstance
 from atlas_dagster.cli.engine import engine
 from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.core.days import day_ranges
-from atlas_dagster.monitoring.status import GAP_WINDOW_DAYS, Row, StatusReport, collect
+from atlas_dagster.monitoring.status import (
+    CHANGE_SCAN_TENANTS,
+    GAP_WINDOW_DAYS,
+    Row,
+    StatusReport,
+    collect,
+)
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import Scope
 from atlas_dagster.settings import current_settings
@@ -70,6 +76,17 @@ def add_status_command(commands: argparse._SubParsersAction) -> None:
         default=GAP_WINDOW_DAYS,
         help=f"gaps: the tenant's last N days (default {GAP_WINDOW_DAYS})",
     )
+    changes = status.add_mutually_exclusive_group()
+    changes.add_argument(
+        "--changes",
+        action="store_true",
+        default=None,
+        help="list every tenant's export for days re-delivered since loaded (the default for "
+        f"{CHANGE_SCAN_TENANTS} tenants or fewer in scope)",
+    )
+    changes.add_argument(
+        "--no-changes", dest="changes", action="store_false", help="do not list the exports"
+    )
     status.add_argument("--json", action="store_true", help="one JSON object on stdout")
     status.set_defaults(run=run_status)
 
@@ -98,7 +115,7 @@ def run_status(args: argparse.Namespace) -> int:
     tenants = load_tenants(current_settings().tenants_file)
     with _dagster_instance() as instance, engine().session() as client:
         ensure_schema(client)
-        report = collect(client, tenants, scope, instance, args.gap_days)
+        report = collect(client, tenants, scope, instance, args.gap_days, args.changes)
         loads = running_loads(instance) if instance is not None else []
     if args.json:
         print(json.dumps(report.as_json() | {"running_loads": loads}, indent=2))
@@ -163,6 +180,11 @@ def render(report: StatusReport) -> str:
 
 
 def _changed_section(report: StatusReport) -> str:
+    if not report.changes_scanned:
+        return (
+            "== changed since loaded\n(not listed: more than "
+            f"{CHANGE_SCAN_TENANTS} tenants in scope; pass --changes, or name a tenant)"
+        )
     header = (
         f"changed since loaded ({len(report.changed)} completed days whose export has other "
         "files now; reload them with --only-changed)"

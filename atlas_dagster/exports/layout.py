@@ -322,7 +322,10 @@ class ExportSource:
         self.refuse_table(domain)
         folders = {f: day for day in days for f in day_folders(self.tenant, domain, day)}
         try:
-            by_folder = self._list_window_s3(folders) if self._client else None
+            if self._client:
+                by_folder = self._list_window_s3(folders)
+            else:
+                by_folder = self._list_window_local(domain, folders)
         except Exception:  # each day then reports its own listing error
             by_folder = None
         with contextlib.suppress(ExportError):  # read once here, not by each thread; if it
@@ -425,18 +428,19 @@ class ExportSource:
     def _list_local(self, folder: str) -> list[Listed]:
         """The folder's data files, their mtime in ns as version; a data folder inside it as its
         name and '/' (refused when it is a partition folder)."""
-        path = Path(folder[len("file://") :])
-        if not path.is_dir():
+        try:
+            entries = list(os.scandir(folder[len("file://") :]))
+        except (FileNotFoundError, NotADirectoryError):
             return []
         listed = []
-        for p in path.iterdir():
-            if not is_data_file(p.name):
+        for entry in entries:
+            if not is_data_file(entry.name):
                 continue
-            if p.is_file():
-                stat = p.stat()
-                listed.append(Listed(p.name, stat.st_size, str(stat.st_mtime_ns)))
+            if entry.is_file():
+                stat = entry.stat()
+                listed.append(Listed(entry.name, stat.st_size, str(stat.st_mtime_ns)))
             else:
-                listed.append(Listed(f"{p.name}/", 0, ""))
+                listed.append(Listed(f"{entry.name}/", 0, ""))
         return listed
 
     def _list_s3(self, folder: str) -> list[Listed]:
@@ -446,6 +450,23 @@ class ExportSource:
             for key, size, etag in self._s3_keys(bucket, prefix)
             if is_data_file(key[len(prefix) :])
         ]
+
+    def _list_window_local(
+        self, domain: str, folders: dict[str, dt.date]
+    ) -> dict[str, list[Listed]]:
+        """The window's day folders (every form) from one walk of the tenant's year=/month=/day=
+        folders that exist, instead of trying each form of each day: a 3-year window is ~1,100
+        folders visited instead of ~4,400 tried."""
+        root = tenant_root(self.tenant, domain)
+        years = {f"year={day:%Y}" for day in folders.values()}
+        entries: dict[str, list[Listed]] = {}
+        for year in _subfolders(Path(root[len("file://") :]), years):
+            for month in _subfolders(year):
+                for day in _subfolders(month):
+                    folder = f"{root}/{year.name}/{month.name}/{day.name}"
+                    if folder in folders:
+                        entries[folder] = self._list_local(folder)
+        return entries
 
     def _list_window_s3(self, folders: dict[str, dt.date]) -> dict[str, list[Listed]]:
         """The window's day folders (every form) in one walk of their common prefix, from the
@@ -478,6 +499,19 @@ class ExportSource:
         for page in pages:
             for item in page.get("Contents", []):
                 yield item["Key"], int(item["Size"]), str(item.get("ETag", "")).strip('"')
+
+
+def _subfolders(path: Path, only: set[str] | None = None) -> list[Path]:
+    """The folders directly in `path` (those named in `only`, when given); none if it is not a
+    folder."""
+    try:
+        return [
+            Path(entry.path)
+            for entry in os.scandir(path)
+            if entry.is_dir() and (only is None or entry.name in only)
+        ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _refuse_partition_folder(folder: str, inner: str) -> None:
