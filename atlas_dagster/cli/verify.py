@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetKey,
+    AssetSelection,
+    DagsterEventType,
+    DagsterInstance,
+    materialize,
+)
 
 from atlas_dagster.assets.gold import RECONCILES_RAW
 from atlas_dagster.checks.raw import RAW_CHECK_NAMES
@@ -69,7 +77,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 },
                 raise_on_error=False,
             )
-            evaluations += result.get_asset_check_evaluations()
+            evaluations += stored_evaluations(instance, result.run_id)
             run_ids.append(result.run_id)
             runs_failed += not result.success
     evaluations.sort(
@@ -91,6 +99,14 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"{runs_failed} check run(s) failed themselves; see them in the Dagster UI")
         return 1
     return 1 if failed else 0
+
+
+def stored_evaluations(instance: DagsterInstance, run_id: str) -> list[AssetCheckEvaluation]:
+    """The check evaluations a run stored in the instance, as the UI shows them (the raw checks
+    are stored in batches, not yielded through the step: the run's in-process result does not
+    hold them)."""
+    entries = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    return [e.get_dagster_event().asset_check_evaluation_data for e in entries]
 
 
 def _ranges(first: dt.date, last: dt.date, days: int) -> list[tuple[dt.date, dt.date]]:
