@@ -45,7 +45,7 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,
     PRIORITY_TAG,
 )
-from dagster._serdes import serialize_value
+from sqlalchemy import bindparam, select
 
 CHECKED_AGAINST = "1.13.27"
 
@@ -219,36 +219,78 @@ def check_evaluation_entry(
 def store_check_evaluations(instance: DagsterInstance, entries: Sequence[EventLogEntry]) -> None:
     """Stores check evaluation entries of one run as store_event stores each (the event in the
     run's log, its copy in the index, its asset_check_executions row), in one transaction per
-    database. Another storage (in memory, a cloud one) gets them one by one, as usual."""
+    database, each entry serialized once (store_event serializes it three times). Another
+    storage (in memory, a cloud one) gets them one by one, as usual."""
     if not entries:
         return
     storage = instance.event_log_storage
-    if isinstance(storage, SqliteEventLogStorage):
-        with storage.run_connection(entries[0].run_id) as connection:
-            connection.execute(
-                SqlEventLogStorageTable.insert(), [storage._event_to_row(e) for e in entries]
-            )
-        with storage.index_connection() as connection:
-            _index_check_evaluations(storage, connection, entries)
-    elif isinstance(storage, SqlEventLogStorage):  # one database: PostgreSQL, MySQL
-        with storage.index_transaction() as connection:
-            _index_check_evaluations(storage, connection, entries)
-    else:
+    if not isinstance(storage, SqlEventLogStorage):
         for entry in entries:
             instance.handle_new_event(entry)
+        return
+    rows = [storage._event_to_row(entry) for entry in entries]
+    if isinstance(storage, SqliteEventLogStorage):  # the run's shard, then the index
+        with storage.run_connection(entries[0].run_id) as connection:
+            connection.execute(SqlEventLogStorageTable.insert(), rows)
+        with storage.index_connection() as connection:
+            _index_check_evaluations(connection, entries, rows)
+    else:  # one database: PostgreSQL, MySQL
+        with storage.index_transaction() as connection:
+            _index_check_evaluations(connection, entries, rows)
 
 
 def _index_check_evaluations(
-    storage: SqlEventLogStorage, connection: Any, entries: Sequence[EventLogEntry]
+    connection: Any, entries: Sequence[EventLogEntry], rows: Sequence[dict[str, Any]]
 ) -> None:
-    for entry in entries:
-        result = connection.execute(storage.prepare_insert_event(entry))
-        _record_check_execution(connection, entry, int(result.inserted_primary_key[0]))
+    """The events' copies in the index (their storage ids back, in order), then their
+    asset_check_executions rows: SqlEventLogStorage._update_asset_check_evaluation (1.13.27) for
+    many at once. The run's planned row of a check and partition takes its result; a result
+    with no planned row gets a row of its own. A statement per kind, each for the whole batch."""
+    events = SqlEventLogStorageTable
+    inserted = connection.execute(
+        events.insert().returning(events.c.id, sort_by_parameter_order=True), list(rows)
+    )
+    event_ids = [int(event_id) for (event_id,) in inserted]
+    executions = [
+        _check_execution(entry, row["event"], event_id)
+        for entry, row, event_id in zip(entries, rows, event_ids, strict=True)
+    ]
+    planned = _planned_rows(connection, entries[0].run_id, executions)
+    table = AssetCheckExecutionsTable
+    updates, inserts = [], []
+    for execution in executions:
+        key = (execution["b_asset_key"], execution["b_check_name"], execution["b_partition"])
+        row_id = planned.get(key)
+        if row_id is None:
+            inserts.append(execution)
+        else:
+            updates.append(execution | {"b_id": row_id})
+    if updates:
+        connection.execute(
+            table.update()
+            .where(table.c.id == bindparam("b_id"))
+            .values({name: bindparam(f"b_{name}") for name in _EXECUTION_RESULT}),
+            updates,
+        )
+    if inserts:
+        columns = ("asset_key", "check_name", "run_id", "partition", *_EXECUTION_RESULT)
+        connection.execute(
+            table.insert().values({name: bindparam(f"b_{name}") for name in columns}), inserts
+        )
 
 
-def _record_check_execution(connection: Any, entry: EventLogEntry, event_id: int) -> None:
-    """SqlEventLogStorage._update_asset_check_evaluation (1.13.27) on an open connection: the
-    run's planned row of the check and partition takes the result, or a row is added."""
+# The asset_check_executions columns an evaluation sets on its run's planned row (bound as
+# b_<column>: SQLAlchemy keeps a column's own name for itself in SET and VALUES).
+_EXECUTION_RESULT = (
+    "execution_status",
+    "evaluation_event",
+    "evaluation_event_timestamp",
+    "evaluation_event_storage_id",
+    "materialization_event_storage_id",
+)
+
+
+def _check_execution(entry: EventLogEntry, serialized: str, event_id: int) -> dict[str, Any]:
     evaluation = entry.get_dagster_event().asset_check_evaluation_data
     target = evaluation.target_materialization_data
     status = (
@@ -256,32 +298,36 @@ def _record_check_execution(connection: Any, entry: EventLogEntry, event_id: int
         if evaluation.passed
         else AssetCheckExecutionRecordStatus.FAILED
     )
-    values = {
-        "execution_status": status.value,
-        "evaluation_event": serialize_value(entry),
-        "evaluation_event_timestamp": dt.datetime.fromtimestamp(entry.timestamp, dt.UTC).replace(
+    return {
+        "b_asset_key": evaluation.asset_key.to_string(),
+        "b_check_name": evaluation.check_name,
+        "b_run_id": entry.run_id,
+        "b_partition": evaluation.partition,
+        "b_execution_status": status.value,
+        "b_evaluation_event": serialized,  # serialize_value(entry), as Dagster stores it
+        "b_evaluation_event_timestamp": dt.datetime.fromtimestamp(entry.timestamp, dt.UTC).replace(
             tzinfo=None
         ),
-        "evaluation_event_storage_id": event_id,
-        "materialization_event_storage_id": target.storage_id if target else None,
-        "partition": evaluation.partition,
+        "b_evaluation_event_storage_id": event_id,
+        "b_materialization_event_storage_id": target.storage_id if target else None,
     }
+
+
+def _planned_rows(
+    connection: Any, run_id: str, executions: Sequence[dict[str, Any]]
+) -> dict[tuple[str, str, str | None], int]:
+    """The run's asset_check_executions rows for the batch's checks: (asset key, check name,
+    partition) -> row id (the unique index idx_asset_check_executions_unique covers the read)."""
     table = AssetCheckExecutionsTable
-    key = (
-        table.c.asset_key == evaluation.asset_key.to_string(),
-        table.c.check_name == evaluation.check_name,
-        table.c.run_id == entry.run_id,
-        table.c.partition == evaluation.partition
-        if evaluation.partition is not None
-        else table.c.partition.is_(None),
-    )
-    updated = connection.execute(table.update().where(*key).values(**values)).rowcount
-    if updated == 0:
-        connection.execute(
-            table.insert().values(
-                asset_key=evaluation.asset_key.to_string(),
-                check_name=evaluation.check_name,
-                run_id=entry.run_id,
-                **values,
+    found = {}
+    checks = {(e["b_asset_key"], e["b_check_name"]) for e in executions}
+    for asset_key, check_name in sorted(checks):
+        result = connection.execute(
+            select(table.c.partition, table.c.id).where(
+                table.c.asset_key == asset_key,
+                table.c.check_name == check_name,
+                table.c.run_id == run_id,
             )
         )
+        found |= {(asset_key, check_name, partition): int(i) for partition, i in result}
+    return found
