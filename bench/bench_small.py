@@ -17,6 +17,10 @@ applied first:
   and the three raw checks' evaluations), written for as many units through Dagster's public API
   to a fresh instance of the same storage, with no engine and no run: the share of a small day
   that is Dagster's own bookkeeping, printed per unit beside the bare per-day INSERT.
+* The checks' share of the load: the run's own account of its check batches (its log line
+  "checked N tenant-day-domain(s) in K batch(es): read …s, … stored in …s": the engine reads of
+  the log and the raw counts, then the evaluations' storage), against the load's window, and
+  how long the run went on after its last 'completed' row (the last batch among it).
 
 Ratio = bare seconds / pipeline seconds for the same rows (targets: load ≥ 0.5, backfill ≥ 0.4).
 Bare and load run --repeat times each (default 3), alternating which goes first, and their
@@ -36,6 +40,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,8 +209,38 @@ def log_span(dsn: str) -> dict[str, Any]:
     }
 
 
+# The raw run's account of its check batches (checks/batch.py BatchStats.describe).
+CHECKS_LINE = re.compile(
+    r"checked (\d+) tenant-day-domain\(s\) in (\d+) batch\(es\): read ([\d.]+)s, "
+    r"(\d+) evaluation\(s\) stored in ([\d.]+)s"
+)
+
+
+def check_batches(logs: list[Any]) -> dict[str, Any]:
+    """The runs' check batches summed (none: a project copy from before they existed), and when
+    the last run ended."""
+    found = {"days": 0, "batches": 0, "read_seconds": 0.0, "evaluations": 0, "store_seconds": 0.0}
+    ended = None
+    for entry in logs:
+        match = CHECKS_LINE.search(entry.user_message or "")
+        if match and not entry.is_dagster_event:
+            days, batches, read, evaluations, stored = match.groups()
+            found["days"] += int(days)
+            found["batches"] += int(batches)
+            found["read_seconds"] += float(read)
+            found["evaluations"] += int(evaluations)
+            found["store_seconds"] += float(stored)
+        if entry.is_dagster_event and entry.get_dagster_event().event_type_value in (
+            "PIPELINE_SUCCESS",
+            "PIPELINE_FAILURE",
+        ):
+            ended = max(ended or 0.0, entry.timestamp)
+    return found | {"run_ended_at": ended}
+
+
 def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
-    """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
+    """Mean wall ms per phase per tenant-day-domain, Dagster events per unit, and the runs'
+    check batches."""
     from atlas_dagster_tests.insert_timeline import insert_intervals
     from atlas_dagster_tests.postgres_server import instance_at
 
@@ -213,9 +248,8 @@ def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None
         if run_ids is None:
             run_ids = [r.run_id for r in instance.get_runs()]
         intervals = insert_intervals(instance, run_ids)
-        events = sum(
-            len(instance.all_logs(run_id)) for run_id in run_ids
-        )  # every event of the runs, for events per unit
+        logs = [entry for run_id in run_ids for entry in instance.all_logs(run_id)]
+        events = len(logs)  # every event of the runs, for events per unit
     wall: dict[str, float] = {}
     for interval in intervals:
         for name, seconds in interval.phases.get("wall_seconds", {}).items():
@@ -225,6 +259,7 @@ def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None
         "units": len(intervals),
         "mean_ms": {name: 1000 * wall[name] / units for name in phases_in_order(set(wall))},
         "dagster_events_per_unit": events / units,
+        "checks": check_batches(logs),
     }
 
 
@@ -296,6 +331,11 @@ def _run_load(tenant, env: dict[str, str], project_root: Path) -> dict[str, Any]
         )
     span = log_span(env["ATLAS_CLICKHOUSE_DSN"])
     phases = run_phases(Path(env["DAGSTER_HOME"]), env)
+    checks = phases["checks"]
+    checks["seconds"] = checks["read_seconds"] + checks["store_seconds"]
+    checks["share_of_window"] = checks["seconds"] / span["seconds"]
+    if checks["run_ended_at"] is not None:
+        checks["run_end_after_last_completed_s"] = checks["run_ended_at"] - span["last_completed"]
     return span | {"process_seconds": process_seconds, "phases": phases}
 
 
@@ -370,6 +410,22 @@ def measure_bare_and_load(
             finally:
                 shutil.rmtree(runs, ignore_errors=True)
     return bares, loads
+
+
+def print_checks(load: dict[str, Any]) -> None:
+    """The checks' share of the (median) load."""
+    checks = load["phases"]["checks"]
+    if not checks["batches"]:
+        print("checks: no batch line in the run log (a project copy without batched checks)")
+        return
+    print(
+        f"checks: {checks['days']} tenant-day-domains in {checks['batches']} batch(es), "
+        f"{checks['evaluations']} evaluations: reads {checks['read_seconds']:.2f}s + storage "
+        f"{checks['store_seconds']:.2f}s = {checks['seconds']:.2f}s, "
+        f"{100 * checks['share_of_window']:.1f} % of the load window ({load['seconds']:.2f}s); "
+        f"the run ended {checks.get('run_end_after_last_completed_s', 0.0):.2f}s after its last "
+        "'completed' row"
+    )
 
 
 def print_events_alone(events: dict[str, Any], bare: dict[str, Any]) -> None:
@@ -494,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
     print(f"Dagster instance storage: {args.storage}")
     print_events_alone(events, bare)
+    print_checks(load)
     print_phases("atlas-dagster load", load["phases"])
     if backfill:
         print_phases("atlas-dagster backfill", backfill["phases"])
