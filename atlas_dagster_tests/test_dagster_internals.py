@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import warnings
 from importlib.metadata import version
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from dagster import (
     DagsterInstance,
     MetadataValue,
     Output,
+    PreviewWarning,
     StaticPartitionsDefinition,
     materialize,
     multi_asset,
@@ -84,11 +86,12 @@ def _checked_asset(batched: bool):
     """A partitioned asset whose check is reported per partition, failing on "b": through
     context.log_event (Dagster's own path, one event at a time) or through the batch adapter."""
     partitions = StaticPartitionsDefinition(["a", "b", "c"])
+    with warnings.catch_warnings():  # partitioned checks are a preview in dagster 1.13
+        warnings.simplefilter("ignore", PreviewWarning)
+        check_spec = AssetCheckSpec("k", asset="t", partitions_def=partitions)
 
     @multi_asset(
-        specs=[AssetSpec("t", partitions_def=partitions)],
-        check_specs=[AssetCheckSpec("k", asset="t", partitions_def=partitions)],
-        can_subset=True,
+        specs=[AssetSpec("t", partitions_def=partitions)], check_specs=[check_spec], can_subset=True
     )
     def step(context):  # noqa: ANN001  (a string annotation is refused by Dagster)
         for key in context.partition_keys:
