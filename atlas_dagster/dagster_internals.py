@@ -26,6 +26,7 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     EventLogEntry,
+    OpExecutionContext,
 )
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
@@ -179,7 +180,7 @@ def target_materialization(
 
 
 def check_evaluation_entry(
-    context: AssetExecutionContext, evaluation: AssetCheckEvaluation
+    context: AssetExecutionContext | OpExecutionContext, evaluation: AssetCheckEvaluation
 ) -> EventLogEntry:
     """The event log entry `context.log_event(evaluation)` stores, built without storing it
     (DagsterEvent.asset_check_evaluation and DagsterEvent.from_step, then the log manager's

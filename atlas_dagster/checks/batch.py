@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dagster import AssetExecutionContext, AssetKey
+from dagster import AssetCheckKey, AssetExecutionContext, AssetKey, OpExecutionContext
 
 from atlas_dagster.checks.raw import CheckedDay, batch_outcomes
 from atlas_dagster.checks.results import CheckOutcome, PartitionOutcome, report_outcomes
@@ -54,13 +54,16 @@ class CheckBatch:
 
     def __init__(
         self,
-        context: AssetExecutionContext,
+        context: AssetExecutionContext | OpExecutionContext,
         clickhouse: ClickHouseResource,
         on_failed: OnFailed | None = None,
+        check_keys: set[AssetCheckKey] | None = None,
     ) -> None:
+        """`check_keys`: the checks to report (default: the step's selected ones)."""
         self.context = context
         self.clickhouse = clickhouse
         self.on_failed = on_failed
+        self.check_keys = check_keys
         self.stats = BatchStats()
         self._waiting: list[CheckedDay] = []
         self._first_waiting_since: float | None = None
@@ -96,7 +99,7 @@ class CheckBatch:
             reported += [(asset_key, key, outcome) for outcome in outcomes]
             if self.on_failed is not None and not all(o.passed for o in outcomes):
                 self.on_failed(day, outcomes)
-        stored = report_outcomes(self.context, reported)
+        stored = report_outcomes(self.context, reported, self.check_keys)
         self.stats.batches += 1
         self.stats.days += len(days)
         self.stats.evaluations += stored

@@ -17,6 +17,7 @@ from dagster import (
     AssetRecordsFilter,
     DagsterInstance,
     MetadataValue,
+    OpExecutionContext,
     Output,
 )
 
@@ -65,12 +66,16 @@ def to_evaluation(
     )
 
 
-def report_outcomes(context: AssetExecutionContext, outcomes: Sequence[PartitionOutcome]) -> int:
-    """Stores the step's selected checks among `outcomes` as evaluations in its run's event log,
-    a batch to a transaction; returns how many were stored. Each targets its partition's
-    latest materialization, read in bulk (a day loaded by this run has its materialization
-    stored by now: the step yields it before its checks are reported)."""
-    selected = context.selected_asset_check_keys
+def report_outcomes(
+    context: AssetExecutionContext | OpExecutionContext,
+    outcomes: Sequence[PartitionOutcome],
+    check_keys: set[AssetCheckKey] | None = None,
+) -> int:
+    """Stores `outcomes` of the step's selected checks (or of `check_keys`) as evaluations in
+    its run's event log, a batch to a transaction; returns how many were stored. Each targets
+    its partition's latest materialization, read in bulk (a day loaded by this run has its
+    materialization stored by now: the step yields it before its checks are reported)."""
+    selected = context.selected_asset_check_keys if check_keys is None else check_keys
     wanted = [o for o in outcomes if AssetCheckKey(o[0], o[2].check_name) in selected]
     if not wanted:
         return 0

@@ -529,26 +529,35 @@ class RawRun:
             self.context.log.info(self._checks.stats.describe())
 
     def _verify(self, domains: list[Domain], partition_keys: list[str]) -> None:
-        """Check-only: the days' exports re-read in bulk per tenant-domain, then their log rows
-        and raw counts in batches."""
-        works, refused, _ = plan_works(self.tenants, domains, partition_keys)
-        for work, _, reason in refused:
-            if work is not None:
-                self._checks.add(_refused(work, reason))
-        lanes: dict[tuple[str, str], list[RawWork]] = {}
-        for work in works:
-            lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
-        with self.clickhouse.kept_open():
-            for lane in lanes.values():
-                first = lane[0]
-                days = [w.tenant_day.partition_date for w in lane]
-                with self.clickhouse.session() as client:
-                    for checked in window_days(
-                        client, self.clickhouse, first.tenant, first.domain, days
-                    ):
-                        self._checks.add(checked)
-                self._checks.flush_if_due()
-            self._checks.flush()
+        verify_days(self.clickhouse, self.tenants, domains, partition_keys, self._checks)
+
+
+def verify_days(
+    clickhouse: ClickHouseResource,
+    tenants: list[Tenant],
+    domains: list[Domain],
+    partition_keys: list[str],
+    checks: CheckBatch,
+) -> None:
+    """The raw checks of days without loading them (a check-only run, the verify job): the
+    exports re-read in bulk per tenant and domain, then the log rows and raw counts a batch at
+    a time. Days outside their tenant's scope fail their checks saying so."""
+    works, refused, _ = plan_works(tenants, domains, partition_keys)
+    for work, _, reason in refused:
+        if work is not None:
+            checks.add(_refused(work, reason))
+    lanes: dict[tuple[str, str], list[RawWork]] = {}
+    for work in works:
+        lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
+    with clickhouse.kept_open():
+        for lane in lanes.values():
+            first = lane[0]
+            days = [w.tenant_day.partition_date for w in lane]
+            with clickhouse.session() as client:
+                for checked in window_days(client, clickhouse, first.tenant, first.domain, days):
+                    checks.add(checked)
+            checks.flush_if_due()
+        checks.flush()
 
 
 def _checked(
