@@ -28,8 +28,9 @@ from atlas_dagster.dagster_internals import (
     target_materialization,
 )
 
-# Evaluations stored per transaction. A verify run of 92 days × 4 domains holds 1,104 of them;
-# one transaction for them all kept the instance's database locked for one write only.
+# Evaluations stored per transaction: a load's batch holds at most 512 days × 3 checks; verify
+# stores a tenant-domain window at once (3 years: 3,288), in transactions of at most this many,
+# so that the instance's database (SQLite: one writer) is never held for long (~1 s here).
 STORE_BATCH = 2_000
 
 
