@@ -14,6 +14,7 @@ from atlas_dagster.assets.report import report_definitions_parts
 from atlas_dagster.orchestration.automation import gold_automation_sensor
 from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
 from atlas_dagster.orchestration.sensors import backfill_log_sensors
+from atlas_dagster.orchestration.verify_job import verify_raw_job
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.atlas_settings import RESOURCE_KEY as SETTINGS_KEY
 from atlas_dagster.resources.atlas_settings import AtlasSettings
@@ -57,7 +58,9 @@ def clickhouse_wiring(
 def raw_definitions(
     tenants: Sequence[Tenant], partitions: MultiPartitionsDefinition
 ) -> Definitions:
-    return Definitions(assets=raw_assets(list(tenants), partitions))
+    return Definitions(
+        assets=raw_assets(list(tenants), partitions), jobs=[verify_raw_job(list(tenants))]
+    )
 
 
 def gold_definitions(

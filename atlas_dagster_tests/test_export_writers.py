@@ -12,6 +12,7 @@ import pytest
 from dagster import instance_for_test
 
 from atlas_dagster.cli.demo_data import arrow_table
+from atlas_dagster.cli.verify import stored_evaluations
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.gold.tables import GOLD_TABLES
@@ -35,8 +36,10 @@ LOOKBACK = 90
 
 
 def _load(clickhouse, tenant: Tenant):
+    """The run's result and the check evaluations it stored (in batches: not in the result)."""
     with instance_for_test() as instance:
-        return materialize_range(clickhouse, tenant, list(DOMAINS), instance, DAYS[0], DAYS[-1])
+        result = materialize_range(clickhouse, tenant, list(DOMAINS), instance, DAYS[0], DAYS[-1])
+        return result, stored_evaluations(instance, result.run_id)
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
@@ -53,11 +56,12 @@ def test_each_writers_export_loads_exactly_and_gold_matches(
             table = arrow_table(domain, generated(tenant, domain, day, rows))
             WRITERS[writer](tenant, domain, day, table)
 
-    result = _load(clickhouse, tenant)
+    result, evaluations = _load(clickhouse, tenant)
 
-    failures = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    failures = [e for e in evaluations if not e.passed]
     assert result.success, [e.description for e in failures]
     assert failures == []
+    assert len(evaluations) == 3 * len(DOMAINS) * len(DAYS)
     for domain in DOMAINS:
         for day in DAYS:
             expected = len(reference.events(tenant, domain, [day]))

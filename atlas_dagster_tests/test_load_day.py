@@ -306,7 +306,8 @@ def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
     """backfill_log rows are written as escaped literals: any text (quotes, backslashes, control
     characters, SQL, placeholders) comes back as written, and a version one microsecond later
     wins FINAL."""
-    from atlas_dagster.checks.raw import read_log_row
+    from atlas_dagster.checks.export_window import ExportState
+    from atlas_dagster.checks.raw import CheckedDay, read_log_rows
     from atlas_dagster.loading import backfill_log
     from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import Tenant
@@ -321,7 +322,8 @@ def test_log_rows_keep_every_character_and_microsecond(clickhouse) -> None:
         # A version ahead of the clock, so that the next one is exactly 1 µs later.
         entry.updated_at = (entry.updated_at + dt.timedelta(days=1)).replace(microsecond=0)
         backfill_log.write(client, entry, "failed")
-        row = read_log_row(client, tenant, CASINO, DAY)
+        checked = CheckedDay(tenant, CASINO, DAY, ExportState(0, None, None))
+        row = read_log_rows(client, [checked])[checked.key]
     assert row["status"] == "failed"
     assert (row["error_message"], row["run_id"]) == (nasty, nasty)
     assert row["s3_path"] == nasty[::-1]

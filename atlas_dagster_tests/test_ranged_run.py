@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from dagster import AssetKey, DagsterEventType, instance_for_test
 
 from atlas_dagster.checks.export_window import ExportState
-from atlas_dagster.checks.raw import day_outcomes
+from atlas_dagster.checks.raw import CheckedDay, batch_outcomes
 from atlas_dagster.checks.results import to_evaluation
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
@@ -87,10 +87,12 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
             (m.asset_key.path[-1], m.partition)
             for m in result.asset_materializations_for_node("raw_events")
         }
+        # Stored by the run in batches (not yielded through the step): read from the instance.
         checks = [
-            e.event_specific_data
-            for e in result.all_events
-            if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+            e.get_dagster_event().asset_check_evaluation_data
+            for e in instance.all_logs(
+                result.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+            )
         ]
         in_order = result.asset_materializations_for_node("raw_events")
         with_progress = [m for m in in_order if "backfill_progress" in m.metadata]
@@ -134,8 +136,8 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
     assert set(per_partition.values()) == {3}
     failed = {(e.asset_key.path[-1], e.partition, e.check_name) for e in checks if not e.passed}
     assert ("tbt_raw_events_transactions", f"{BROKEN}|{tenant.key}", "log_completed") in failed
-    # A loaded day's checks come from the count and log row the load took and wrote: the same
-    # evaluations as reading the log back with FINAL.
+    # A loaded day's checks read the log (FINAL) and the raw table after the load: the same
+    # evaluations as a later read of the same days (verify's path).
     by_check = {(e.asset_key.path[-1], e.partition, e.check_name): e for e in checks}
     with clickhouse.session() as client:
         for domain in DOMAINS:
@@ -143,7 +145,8 @@ def test_a_ranged_run_keeps_each_days_guarantees(clickhouse, make_tenant) -> Non
                 asset, partition = f"tbt_raw_events_{domain}", f"{day}|{tenant.key}"
                 files = by_check[(asset, partition, "schema_conformance")].metadata["files"]
                 export = ExportState(files=files.value, rows=expected[(domain, day)], error=None)
-                fresh = day_outcomes(client, tenant, get_domain(domain), day, export)
+                checked = CheckedDay(tenant, get_domain(domain), day, export)
+                [(_, fresh)] = batch_outcomes(client, [checked])
                 for outcome in fresh:
                     read = to_evaluation(AssetKey(asset), partition, outcome)
                     loaded = by_check[(asset, partition, outcome.check_name)]

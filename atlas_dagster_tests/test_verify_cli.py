@@ -7,14 +7,24 @@ import random
 from pathlib import Path
 
 import pytest
-from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
+from dagster import (
+    AssetCheckKey,
+    AssetKey,
+    AssetSelection,
+    DagsterEventType,
+    DagsterInstance,
+    materialize,
+)
 
+from atlas_dagster.assets.gold import RECONCILES_RAW
 from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli import verify as verify_cli
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
+from atlas_dagster.cli.verify import stored_evaluations
 from atlas_dagster.core.tags import VERIFY_TAG
 from atlas_dagster.definitions import build_definitions
+from atlas_dagster.orchestration.verify_job import VERIFY_RAW_JOB
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
@@ -117,16 +127,17 @@ def test_verify_says_gold_not_replayed_for_a_day_gold_never_got(verify_env, caps
 
 
 def test_no_run_log_carries_expected_outputs(verify_env, capsys) -> None:
-    """Raw single and ranged runs, a gold run and check-only runs report their checks the way
-    Dagster expects them: no "did not yield or return expected outputs" line in any run log."""
+    """Raw single and ranged runs, a gold run, the raw verify run and gold check-only runs
+    report their checks the way Dagster expects them: no "did not yield or return expected
+    outputs" line in any run log."""
     _replay_gold()
     _materialize(["tbt_raw_events_transactions"], {"dagster/partition": f"{LAST}|verify.main"})
     assert main(["verify", "--org", "verify", "--brand", "main"]) == 0
     capsys.readouterr()
     with DagsterInstance.get() as instance:
         runs = instance.get_runs()
-        # raw ranged (fixture), gold ranged, raw single partition, verify (raw and gold checks)
-        assert len(runs) == 4
+        # raw ranged (fixture), gold ranged, raw single partition, verify: raw, then gold
+        assert len(runs) == 5
         for run in runs:
             messages = [entry.message for entry in instance.all_logs(run.run_id)]
             assert messages, run.run_id
@@ -143,15 +154,34 @@ def test_no_run_log_carries_expected_outputs(verify_env, capsys) -> None:
             assert len(keys) == len(set(keys))
 
 
-def test_a_window_longer_than_a_run_is_checked_in_bounded_runs(
+def test_the_raw_layer_is_one_verify_run_without_planned_checks(verify_env, capsys) -> None:
+    """The raw checks of the whole window in one verify_raw run: each day's three results on
+    its own partition, once, and not one check planned (no planned row per partition and
+    check, whose cost grows with the square of a run's days)."""
+    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "raw"]) == 0
+    assert "6 passed, 0 failed over 2 tenant-day(s)" in capsys.readouterr().out
+    with DagsterInstance.get() as instance:
+        [run] = [r for r in instance.get_runs() if VERIFY_TAG in r.tags]
+        assert run.job_name == VERIFY_RAW_JOB and run.tags[VERIFY_TAG] == "verify.main"
+        types = [e.dagster_event_type for e in instance.all_logs(run.run_id) if e.dagster_event]
+        assert DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED not in types
+        evaluations = stored_evaluations(instance, run.run_id)
+    assert sorted((e.partition, e.check_name) for e in evaluations) == sorted(
+        (f"{day}|verify.main", name) for day in (FIRST, LAST) for name in RAW_CHECK_NAMES
+    )
+    assert all(e.passed and e.target_materialization_data for e in evaluations)
+
+
+def test_a_gold_window_longer_than_a_run_is_checked_in_bounded_runs(
     verify_env, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each check run covers at most RUN_DAYS days (newest first); every day's results still
-    land on its own partition, once, and the printed table covers the whole window."""
+    """Each gold check run covers at most RUN_DAYS days (newest first); every day's results
+    still land on its own partition, once, and the printed table covers the whole window."""
+    _replay_gold()
     monkeypatch.setattr(verify_cli, "RUN_DAYS", 1)
-    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "raw"]) == 0
+    assert main(["verify", "--org", "verify", "--brand", "main", "--layer", "gold"]) == 0
     out = capsys.readouterr().out
-    assert "6 passed, 0 failed over 2 tenant-day(s)" in out
+    assert "4 passed, 0 failed over 4 tenant-day(s)" in out
     with DagsterInstance.get() as instance:
         runs = sorted(
             (r for r in instance.get_runs() if VERIFY_TAG in r.tags),
@@ -170,7 +200,7 @@ def test_a_window_longer_than_a_run_is_checked_in_bounded_runs(
                 if entry.dagster_event
                 and entry.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
             ]
-            assert sorted(e.check_name for e in evaluations) == sorted(RAW_CHECK_NAMES)
+            assert sorted(e.check_name for e in evaluations) == [RECONCILES_RAW] * 2
             assert {e.partition for e in evaluations} == {day}
 
 
@@ -184,3 +214,38 @@ def test_ranges_cut_the_window_newest_first() -> None:
     assert verify_cli._ranges(dt.date(2026, 1, 1), dt.date(2026, 1, 1), 92) == [
         (dt.date(2026, 1, 1), dt.date(2026, 1, 1))
     ]
+
+
+def test_a_check_only_run_of_the_raw_checks_reports_each_day(verify_env) -> None:
+    """The UI's "Execute checks" on a range of partitions makes a check-only run of the raw
+    step: it re-reads the days as verify does and reports each day's checks on its partition
+    (a day whose raw rows were deleted fails rows_reconcile)."""
+    with verify_env.session() as client:
+        client.command(
+            "DELETE FROM atlas.tbt_raw_events_transactions WHERE event_date = {d:Date} "
+            "AND event_id IN (SELECT event_id FROM atlas.tbt_raw_events_transactions "
+            "WHERE event_date = {d:Date} ORDER BY event_id LIMIT 2)",
+            parameters={"d": FIRST},
+        )
+    definitions = build_definitions()
+    checks = AssetSelection.checks(
+        *[AssetCheckKey(AssetKey("tbt_raw_events_transactions"), n) for n in RAW_CHECK_NAMES]
+    )
+    with DagsterInstance.get() as instance:
+        result = materialize(
+            list(definitions.assets or []),
+            selection=checks,
+            instance=instance,
+            resources=definitions.resources,
+            tags=RANGE_TAGS,
+        )
+        evaluations = stored_evaluations(instance, result.run_id)
+    assert result.success
+    found = {(e.partition, e.check_name): (e.passed, e.description) for e in evaluations}
+    assert len(found) == len(evaluations) == 6
+    assert found[(f"{FIRST}|verify.main", "rows_reconcile")] == (
+        False,
+        "the raw table holds 118 distinct events, the log 120",
+    )
+    assert all(passed for key, (passed, _) in found.items() if key[1] != "rows_reconcile")
+    assert found[(f"{LAST}|verify.main", "rows_reconcile")][0]

@@ -326,9 +326,9 @@ def bench_fleet_backfill(
 # --------------------------------------------------------------------------- status and verify
 
 
-def generate_log_rows(client, tenants, first: dt.date, last: dt.date, skip: str) -> float:
-    """backfill_log of every tenant but `skip`: completed days, one failed day in 500, and the
-    newest 10 days of one tenant in 20 not logged (gaps)."""
+def generate_log_rows(client, tenants, first: dt.date, last: dt.date, skip: list[str]) -> float:
+    """backfill_log of every tenant but those of `skip` (organization ids): completed days, one
+    failed day in 500, and the newest 10 days of one tenant in 20 not logged (gaps)."""
     started = time.monotonic()
     days = (last - first).days + 1
     domains = "['" + "','".join(ALL_DOMAINS) + "']"
@@ -346,7 +346,7 @@ def generate_log_rows(client, tenants, first: dt.date, last: dt.date, skip: str)
                    toDate({{first:Date}}) + intDiv(number % ({days} * 4), 4) AS day
             FROM numbers({len(tenants) * days * 4})
         )
-        WHERE org != {{skip:String}}
+        WHERE org NOT IN {{skip:Array(String)}}
           AND NOT (toUInt32(substring(org, 2)) % 20 = 1 AND day > toDate({{last:Date}}) - 10)
         """,
         parameters={"first": first, "last": last, "skip": skip},
@@ -412,7 +412,10 @@ def timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, subprocess
     return time.monotonic() - started, used, done
 
 
-def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
+def bench_status_verify(tenants: int, years: int, verify_tenants: int = 1) -> list[dict[str, Any]]:
+    """status of the fleet, then `verify --layer raw` of its first `verify_tenants` tenants one
+    after the other (each with its exports and raw rows; the others have backfill_log rows
+    only), and what that makes for the whole fleet at the measured mean."""
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
@@ -427,21 +430,21 @@ def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
             work / "tenants.yaml", tenant_entries(tenants, first, LAST_DAY, source)
         )
         fleet = load_tenants(tenants_file)
-        verified = fleet[0]
+        verified = fleet[:verify_tenants]
         env = isolated_env(work, tenants_file)
         days = [first + dt.timedelta(days=i) for i in range((LAST_DAY - first).days + 1)]
-        export_seconds = write_exports([verified], days, VERIFY_ROWS)
+        export_seconds = write_exports(verified, days, VERIFY_ROWS)
         clickhouse = ClickHouseResource(dsn=env["ATLAS_CLICKHOUSE_DSN"])
         with clickhouse.session() as client:
             ensure_schema(client)
-            skip = verified.organization_id
+            skip = [t.organization_id for t in verified]
             log_seconds = generate_log_rows(client, fleet, first, LAST_DAY, skip)
-            raw_seconds = load_verified_tenant(client, verified, first, LAST_DAY)
+            raw_seconds = sum(load_verified_tenant(client, t, first, LAST_DAY) for t in verified)
             log_rows = client.command("SELECT count() FROM atlas.backfill_log")
         print(
             f"status/verify data: {log_rows:,} backfill_log rows ({log_seconds:.1f}s), "
-            f"{verified.key}: {len(days) * 4:,} tenant-day-domains of exports "
-            f"({export_seconds:.0f}s) and raw rows ({raw_seconds:.1f}s)",
+            f"{len(verified)} tenant(s) with {len(days) * 4:,} tenant-day-domains of exports "
+            f"each ({export_seconds:.0f}s) and raw rows ({raw_seconds:.1f}s)",
             flush=True,
         )
         seconds, cpu, done = timed_cli(env, "status", "--json")
@@ -457,21 +460,39 @@ def bench_status_verify(tenants: int, years: int) -> list[dict[str, Any]]:
             }
         )
         print(f"  {rows[-1]}", flush=True)
-        org, brand = verified.organization_id, verified.brand_id
-        seconds, cpu, done = timed_cli(
-            env, "verify", "--org", org, "--brand", brand, "--layer", "raw"
-        )
-        summary = [line for line in done.stdout.splitlines() if "passed" in line]
-        rows.append(
-            {
-                "command": f"verify {verified.key} --layer raw ({len(days) * 4:,} day-domains)",
-                "seconds": round(seconds, 1),
-                "cpu_seconds": round(cpu, 1),
-                "exit": done.returncode,
-                "result": summary[-1] if summary else done.stderr[-500:],
-            }
-        )
-        print(f"  {rows[-1]}", flush=True)
+        verify_rows = []
+        for tenant in verified:
+            org, brand = tenant.organization_id, tenant.brand_id
+            seconds, cpu, done = timed_cli(
+                env, "verify", "--org", org, "--brand", brand, "--layer", "raw"
+            )
+            summary = [line for line in done.stdout.splitlines() if "passed" in line]
+            verify_rows.append(
+                {
+                    "command": f"verify {tenant.key} --layer raw ({len(days) * 4:,} day-domains)",
+                    "seconds": round(seconds, 1),
+                    "cpu_seconds": round(cpu, 1),
+                    "exit": done.returncode,
+                    "result": summary[-1] if summary else done.stderr[-500:],
+                }
+            )
+            print(f"  {verify_rows[-1]}", flush=True)
+        rows += verify_rows
+        if len(verify_rows) > 1:
+            mean = sum(r["seconds"] for r in verify_rows) / len(verify_rows)
+            mean_cpu = sum(r["cpu_seconds"] for r in verify_rows) / len(verify_rows)
+            rows.append(
+                {
+                    "command": f"verify of {len(verify_rows)} tenants one after the other: "
+                    f"mean per tenant; x {tenants} for the whole fleet",
+                    "seconds": round(mean, 1),
+                    "cpu_seconds": round(mean_cpu, 1),
+                    "exit": max(r["exit"] for r in verify_rows),
+                    "result": f"fleet of {tenants}: {mean * tenants / 60:.1f} min wall, "
+                    f"{mean_cpu * tenants / 60:.1f} min CPU at this mean",
+                }
+            )
+            print(f"  {rows[-1]}", flush=True)
     return rows
 
 
@@ -487,6 +508,7 @@ def run(
     launches: tuple[str, ...] = ("cli --all-tenants", "ui materialize"),
     status_tenants: int = 100,
     status_years: int = 3,
+    verify_tenants: int = 1,
     backfill: bool = True,
     status: bool = True,
     planned_events: tuple[str, ...] = PLANNED_EVENT_MODES,
@@ -498,7 +520,7 @@ def run(
             tenants, days, export_days, window, list(storages), launches, planned_events
         )
     if status:
-        results["status_verify"] = bench_status_verify(status_tenants, status_years)
+        results["status_verify"] = bench_status_verify(status_tenants, status_years, verify_tenants)
     return results
 
 
@@ -548,6 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-tenants", type=int, default=100)
     parser.add_argument("--status-years", type=int, default=3)
     parser.add_argument(
+        "--verify-tenants",
+        type=int,
+        default=1,
+        help="tenants verified one after the other (each gets exports and raw rows)",
+    )
+    parser.add_argument(
         "--planned-events",
         default=",".join(PLANNED_EVENT_MODES),
         help="comma-separated: per-partition (Dagster's default), subset (one per asset and run)",
@@ -568,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         tuple(args.launches.split(",")),
         args.status_tenants,
         args.status_years,
+        args.verify_tenants,
         backfill=not args.skip_backfill,
         status=not args.skip_status,
         planned_events=tuple(args.planned_events.split(",")),

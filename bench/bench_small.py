@@ -17,6 +17,13 @@ applied first:
   and the three raw checks' evaluations), written for as many units through Dagster's public API
   to a fresh instance of the same storage, with no engine and no run: the share of a small day
   that is Dagster's own bookkeeping, printed per unit beside the bare per-day INSERT.
+* The checks' share of the load: the run's own account of its check batches (its log line
+  "checked N tenant-day-domain(s) in K batch(es): read …s, … stored in …s, …s of this thread's
+  CPU": the engine reads of the log and the raw counts, then the evaluations' storage), against
+  the load's window, and how long the run went on after its last 'completed' row (the last
+  batch among it). With --checks-ab each repeat also runs the same load with the raw checks
+  left out of the run's selection (the load as `atlas-dagster load` launches it, the checks
+  deselected): the difference of the medians is what the checks cost the load.
 
 Ratio = bare seconds / pipeline seconds for the same rows (targets: load ≥ 0.5, backfill ≥ 0.4).
 Bare and load run --repeat times each (default 3), alternating which goes first, and their
@@ -36,6 +43,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,8 +212,46 @@ def log_span(dsn: str) -> dict[str, Any]:
     }
 
 
+# The raw run's account of its check batches (checks/batch.py BatchStats.describe).
+CHECKS_LINE = re.compile(
+    r"checked (\d+) tenant-day-domain\(s\) in (\d+) batch\(es\): read ([\d.]+)s, "
+    r"(\d+) evaluation\(s\) stored in ([\d.]+)s, ([\d.]+)s of this thread's CPU"
+)
+
+
+def check_batches(logs: list[Any]) -> dict[str, Any]:
+    """The runs' check batches summed (none: a project copy from before they existed), and when
+    the last run ended."""
+    found = {
+        "days": 0,
+        "batches": 0,
+        "read_seconds": 0.0,
+        "evaluations": 0,
+        "store_seconds": 0.0,
+        "cpu_seconds": 0.0,
+    }
+    ended = None
+    for entry in logs:
+        match = CHECKS_LINE.search(entry.user_message or "")
+        if match and not entry.is_dagster_event:
+            days, batches, read, evaluations, stored, cpu = match.groups()
+            found["days"] += int(days)
+            found["batches"] += int(batches)
+            found["read_seconds"] += float(read)
+            found["evaluations"] += int(evaluations)
+            found["store_seconds"] += float(stored)
+            found["cpu_seconds"] += float(cpu)
+        if entry.is_dagster_event and entry.get_dagster_event().event_type_value in (
+            "PIPELINE_SUCCESS",
+            "PIPELINE_FAILURE",
+        ):
+            ended = max(ended or 0.0, entry.timestamp)
+    return found | {"run_ended_at": ended}
+
+
 def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
-    """Mean wall ms per phase per tenant-day-domain, and Dagster events per unit."""
+    """Mean wall ms per phase per tenant-day-domain, Dagster events per unit, and the runs'
+    check batches."""
     from atlas_dagster_tests.insert_timeline import insert_intervals
     from atlas_dagster_tests.postgres_server import instance_at
 
@@ -213,9 +259,8 @@ def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None
         if run_ids is None:
             run_ids = [r.run_id for r in instance.get_runs()]
         intervals = insert_intervals(instance, run_ids)
-        events = sum(
-            len(instance.all_logs(run_id)) for run_id in run_ids
-        )  # every event of the runs, for events per unit
+        logs = [entry for run_id in run_ids for entry in instance.all_logs(run_id)]
+        events = len(logs)  # every event of the runs, for events per unit
     wall: dict[str, float] = {}
     for interval in intervals:
         for name, seconds in interval.phases.get("wall_seconds", {}).items():
@@ -225,6 +270,7 @@ def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None
         "units": len(intervals),
         "mean_ms": {name: 1000 * wall[name] / units for name in phases_in_order(set(wall))},
         "dagster_events_per_unit": events / units,
+        "checks": check_batches(logs),
     }
 
 
@@ -267,15 +313,53 @@ def instance_storage(storage: str, home: Path) -> Iterator[dict[str, str]]:
         yield server.env
 
 
+def load_unchecked_worker(org: str, brand: str) -> None:
+    """`atlas-dagster load` of the tenant's window as cli/backfill.run_load launches it (one
+    in-process ranged run, the code location's resources), with the raw checks deselected."""
+    from dagster import AssetSelection, DagsterInstance, materialize
+
+    from atlas_dagster.assets.raw import raw_assets
+    from atlas_dagster.cli.engine import engine
+    from atlas_dagster.partitions import partition_key, partitions_for
+    from atlas_dagster.resources.atlas_settings import RESOURCE_KEY, AtlasSettings
+    from atlas_dagster.settings import current_settings
+    from atlas_dagster.tenants import load_tenants, tenant_by_key
+
+    tenants = load_tenants(current_settings().tenants_file)
+    tenant = tenant_by_key(tenants, f"{org}.{brand}")
+    tables = [f"tbt_raw_events_{d}" for d in tenant.domains]
+    with DagsterInstance.get() as instance:
+        result = materialize(
+            raw_assets(tenants, partitions_for(tenants)),
+            selection=AssetSelection.assets(*tables).without_checks(),
+            instance=instance,
+            resources={"clickhouse": engine(), RESOURCE_KEY: AtlasSettings.wired()},
+            tags={
+                "dagster/asset_partition_range_start": partition_key(tenant.start_date, tenant.key),
+                "dagster/asset_partition_range_end": partition_key(tenant.end_date, tenant.key),
+            },
+            raise_on_error=False,
+        )
+    print(f"run {result.run_id}: {'success' if result.success else 'FAILED'}")
+    sys.exit(0 if result.success else 1)
+
+
 def run_load(
-    tenant, work: Path, tenants_file: Path, project_root: Path, storage: str = "sqlite"
+    tenant,
+    work: Path,
+    tenants_file: Path,
+    project_root: Path,
+    storage: str = "sqlite",
+    checks: bool = True,
 ) -> dict[str, Any]:
     env = pipeline_env(work, "load", tenants_file, project_root)
     with instance_storage(storage, Path(env["DAGSTER_HOME"])) as storage_env:
-        return _run_load(tenant, env | storage_env, project_root)
+        return _run_load(tenant, env | storage_env, project_root, checks)
 
 
-def _run_load(tenant, env: dict[str, str], project_root: Path) -> dict[str, Any]:
+def _run_load(
+    tenant, env: dict[str, str], project_root: Path, checks: bool = True
+) -> dict[str, Any]:
     init_db(env)
     command = [
         str(VENV_BIN / "atlas-dagster"),
@@ -285,6 +369,13 @@ def _run_load(tenant, env: dict[str, str], project_root: Path) -> dict[str, Any]
         "--brand",
         tenant.brand_id,
     ]
+    if not checks:
+        # This file's worker (a project copy's bench/ may not have it), the pipeline from the
+        # project copy first on the path.
+        worker = [sys.executable, str(Path(__file__).resolve()), "_load_unchecked"]
+        command = [*worker, tenant.organization_id, tenant.brand_id]
+        paths = [*env.get("PYTHONPATH", "").split(os.pathsep), str(REPO_ROOT)]
+        env = env | {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     started = time.monotonic()
     done = subprocess.run(
         command, env=env, cwd=project_root, capture_output=True, text=True, timeout=3600
@@ -296,7 +387,12 @@ def _run_load(tenant, env: dict[str, str], project_root: Path) -> dict[str, Any]
         )
     span = log_span(env["ATLAS_CLICKHOUSE_DSN"])
     phases = run_phases(Path(env["DAGSTER_HOME"]), env)
-    return span | {"process_seconds": process_seconds, "phases": phases}
+    batches = phases["checks"]
+    batches["seconds"] = batches["read_seconds"] + batches["store_seconds"]
+    batches["share_of_window"] = batches["seconds"] / span["seconds"]
+    if batches["run_ended_at"] is not None:
+        batches["run_end_after_last_completed_s"] = batches["run_ended_at"] - span["last_completed"]
+    return span | {"process_seconds": process_seconds, "phases": phases, "checks": checks}
 
 
 def run_backfill(
@@ -355,7 +451,10 @@ def measure_bare_and_load(
     bares: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     for repeat in range(args.repeat):
-        for side in sides_in_order(repeat, "bare", "load"):
+        sides = list(sides_in_order(repeat, "bare", "load"))
+        if args.checks_ab:
+            sides.insert(1 + repeat % 2, "load without checks")
+        for side in sides:
             runs = Path(tempfile.mkdtemp(prefix="run-", dir=work))
             settle(args.settle)
             try:
@@ -364,12 +463,41 @@ def measure_bare_and_load(
                     bares.append(run_bare(tenant, runs))
                     print(f"  {bares[-1]['units']} INSERTs in {bares[-1]['seconds']:.2f}s")
                 else:
-                    print("atlas-dagster load ...", flush=True)
-                    loads.append(run_load(tenant, runs, tenants_file, project_root, args.storage))
+                    checks = side == "load"
+                    print(f"atlas-dagster {side} ...", flush=True)
+                    loads.append(
+                        run_load(tenant, runs, tenants_file, project_root, args.storage, checks)
+                    )
                     print(f"  first 'running' -> last 'completed' {loads[-1]['seconds']:.2f}s")
             finally:
                 shutil.rmtree(runs, ignore_errors=True)
     return bares, loads
+
+
+def print_checks(load: dict[str, Any], unchecked: dict[str, Any] | None) -> None:
+    """The checks' share of the (median) load: their batches, and the load without them."""
+    checks = load["phases"]["checks"]
+    if not checks["batches"]:
+        print("checks: no batch line in the run log (a project copy without batched checks)")
+    else:
+        print(
+            f"checks: {checks['days']} tenant-day-domains in {checks['batches']} batch(es), "
+            f"{checks['evaluations']} evaluations: reads {checks['read_seconds']:.2f}s + "
+            f"storage {checks['store_seconds']:.2f}s = {checks['seconds']:.2f}s of wall on the "
+            f"run's reporting thread, overlapping the loads ({checks['cpu_seconds']:.2f}s of "
+            f"its CPU), {100 * checks['share_of_window']:.1f} % of the load window "
+            f"({load['seconds']:.2f}s); the run ended "
+            f"{checks.get('run_end_after_last_completed_s', 0.0):.2f}s after its last "
+            "'completed' row"
+        )
+    if unchecked is not None:
+        extra = load["seconds"] - unchecked["seconds"]
+        print(
+            f"the same load with the checks deselected: window {unchecked['seconds']:.2f}s "
+            f"(median), process {unchecked['process_seconds']:.2f}s; with them "
+            f"{load['seconds']:.2f}s, process {load['process_seconds']:.2f}s: the checks add "
+            f"{extra:+.2f}s to the window ({100 * extra / unchecked['seconds']:+.1f} %)"
+        )
 
 
 def print_events_alone(events: dict[str, Any], bare: dict[str, Any]) -> None:
@@ -402,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["_events"]:
         events_worker(argv[1])
+        return 0
+    if argv[:1] == ["_load_unchecked"]:
+        load_unchecked_worker(*argv[1:3])
         return 0
     parser = argparse.ArgumentParser(
         prog="python -m bench.bench_small",
@@ -440,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_SETTLE_SECONDS,
         help="seconds of quiet (after a sync) before each run",
     )
+    parser.add_argument(
+        "--checks-ab",
+        action="store_true",
+        help="each repeat also loads with the raw checks deselected: what the checks cost",
+    )
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / ".bench-work" / "small")
     parser.add_argument("--project-root", type=Path, default=REPO_ROOT)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results" / "small.json")
@@ -451,8 +587,11 @@ def main(argv: list[str] | None = None) -> int:
     tenant = bench_tenant(work / "exports", args)
     exports = generate(tenant, args)
     tenants_file = write_tenants(work / "tenants.yaml", [tenant])
-    bares, loads = measure_bare_and_load(args, tenant, tenants_file, project_root, work)
+    bares, runs = measure_bare_and_load(args, tenant, tenants_file, project_root, work)
+    loads = [run for run in runs if run["checks"]]
+    unchecked_loads = [run for run in runs if not run["checks"]]
     bare, load = median_run(bares, "seconds"), median_run(loads, "seconds")
+    unchecked = median_run(unchecked_loads, "seconds") if unchecked_loads else None
     settle(args.settle)
     print("Dagster's event writes alone ...", flush=True)
     events = run_events_alone(bare["units"], work, tenants_file, args.storage)
@@ -494,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load process wall (start to exit): {load['process_seconds']:.2f}s")
     print(f"Dagster instance storage: {args.storage}")
     print_events_alone(events, bare)
+    print_checks(load, unchecked)
     print_phases("atlas-dagster load", load["phases"])
     if backfill:
         print_phases("atlas-dagster backfill", backfill["phases"])
@@ -510,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
         "load": load,
         "bare_repeats": [b["seconds"] for b in bares],
         "load_repeats": [lo["seconds"] for lo in loads],
+        "load_without_checks": unchecked,
+        "load_without_checks_repeats": [lo["seconds"] for lo in unchecked_loads],
         "backfill": backfill,
         "dagster_events_alone": events,
     }

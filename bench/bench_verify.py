@@ -1,7 +1,7 @@
 """Verify benchmark: the raw checks of one tenant over a long window, beside the bare engine.
 
-Run with `.venv/bin/python -m bench.bench_verify [--days 1096] [--rows 2] [--cli sqlite,postgres]`,
-or `make bench BENCH=verify`. One tenant
+Run with `.venv/bin/python -m bench.bench_verify [--days 1096] [--rows 2] [--cli sqlite,postgres]
+[--load] [--project-root DIR]`, or `make bench BENCH=verify`. One tenant
 (file source, tiny exports: --rows rows in one file per tenant-day-domain) over --days days × 4
 domains, loaded into a fresh embedded engine through the inbound tables (one INSERT per domain)
 with a completed backfill_log row per day. Timed, in this process:
@@ -15,6 +15,12 @@ With --cli sqlite,postgres, then `atlas-dagster verify --layer raw` of the tenan
 check runs, their evaluations stored in a fresh Dagster instance on SQLite, then on a real
 PostgreSQL, the printed table). Wall and CPU seconds (CPU includes the engine's threads: the
 machine is shared), and per tenant-day-domain milliseconds.
+
+With --load, the window is loaded the way an operator loads it instead: `atlas-dagster load` of
+the whole window (one ranged run, timed end to end), then `atlas-dagster verify --layer raw` on
+the same instance and engine, in the same invocation: verify's cost as a share of the load's.
+--project-root runs both commands from another copy of the project (put first on PYTHONPATH),
+e.g. `git archive` of an older commit, for a before/after in the same conditions.
 Results: a table on stdout and one JSON document appended to bench-results/verify.json.
 """
 
@@ -24,6 +30,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -140,6 +147,52 @@ def _instance_env(work: Path, tenants_file: Path, storage: str) -> Iterator[dict
         yield isolated_env(home, tenants_file, server.env, postgres_instance_yaml())
 
 
+def project_env(project_root: Path) -> dict[str, str]:
+    """PYTHONPATH putting another copy of the project first (nothing when it is this one)."""
+    if project_root.resolve() == REPO_ROOT:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([str(project_root.resolve()), *_pythonpath()])}
+
+
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def bench_load_then_verify(days: int, rows: int, project_root: Path) -> list[dict[str, Any]]:
+    """`atlas-dagster load` of the window, then `verify --layer raw` of it, one instance."""
+    from atlas_dagster.tenants import load_tenants
+    from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
+
+    first = LAST_DAY - dt.timedelta(days=days - 1)
+    window = [first + dt.timedelta(days=i) for i in range(days)]
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-verify-load-") as tmp:
+        work = Path(tmp)
+        source = f"file://{work / 'exports'}"
+        tenants_file = write_tenants(
+            work / "tenants.yaml", tenant_entries(1, first, LAST_DAY, source)
+        )
+        tenant = load_tenants(tenants_file)[0]
+        env = isolated_env(work, tenants_file) | project_env(project_root)
+        export_seconds = write_exports([tenant], window, rows)
+        print(
+            f"load then verify: {tenant.key} {first}..{LAST_DAY}, {days * 4:,} "
+            f"tenant-day-domains of {rows} row(s), exports {export_seconds:.0f}s, "
+            f"project {project_root}",
+            flush=True,
+        )
+        org, brand = tenant.organization_id, tenant.brand_id
+        wall, cpu, done = timed_cli(env, "load", "--org", org, "--brand", brand)
+        said = done.stdout.strip().splitlines()[-1:] or done.stderr[-300:].splitlines()[-1:]
+        load = _row("atlas-dagster load", wall, cpu, 4 * days, f"exit {done.returncode}: {said}")
+        print(f"  {load}", flush=True)
+        verify = _bench_cli(env, tenant, days, "sqlite")
+        verify["what"] = "atlas-dagster verify --layer raw, after the load (same instance)"
+        verify["share_of_load"] = round(verify["seconds"] / load["seconds"], 3)
+        verify["cpu_share_of_load"] = round(verify["cpu_seconds"] / load["cpu_seconds"], 3)
+        print(f"  verify / load: wall {verify['share_of_load']}, CPU {verify['cpu_share_of_load']}")
+    return [load, verify]
+
+
 def _bench_cli(env: dict[str, str], tenant, days: int, storage: str) -> dict[str, Any]:
     org, brand = tenant.organization_id, tenant.brand_id
     wall, cpu, done = timed_cli(env, "verify", "--org", org, "--brand", brand, "--layer", "raw")
@@ -207,13 +260,29 @@ def main(argv: list[str] | None = None) -> int:
         help="also time `atlas-dagster verify` end to end on these Dagster instances: "
         "sqlite, postgres or sqlite,postgres (default: none)",
     )
+    parser.add_argument(
+        "--load",
+        action="store_true",
+        help="load the window with `atlas-dagster load` (timed), then time `verify --layer raw` "
+        "of it on the same SQLite instance: verify as a share of the load",
+    )
+    parser.add_argument(
+        "--project-root",
+        type=Path,
+        default=REPO_ROOT,
+        help="with --load: run the commands from this copy of the project (PYTHONPATH)",
+    )
     args = parser.parse_args(argv)
-    results = run(args.days, args.rows, [s for s in args.cli.split(",") if s])
+    if args.load:
+        results = bench_load_then_verify(args.days, args.rows, args.project_root)
+    else:
+        results = run(args.days, args.rows, [s for s in args.cli.split(",") if s])
     print(render(results))
     out = REPO_ROOT / "bench-results"
     out.mkdir(exist_ok=True)
     with (out / "verify.json").open("a") as handle:
-        record = {"at": dt.datetime.now(dt.UTC).isoformat(), "args": vars(args), "rows": results}
+        arguments = vars(args) | {"project_root": str(args.project_root)}
+        record = {"at": dt.datetime.now(dt.UTC).isoformat(), "args": arguments, "rows": results}
         handle.write(json.dumps(record) + "\n")
     return 0
 

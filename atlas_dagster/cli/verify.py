@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetKey,
+    AssetSelection,
+    DagsterEventType,
+    DagsterInstance,
+    materialize,
+)
 
 from atlas_dagster.assets.gold import RECONCILES_RAW
-from atlas_dagster.checks.raw import RAW_CHECK_NAMES
 from atlas_dagster.cli.backfill import window_arguments
 from atlas_dagster.core.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -17,21 +24,24 @@ from atlas_dagster.core.tags import (
 )
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
+from atlas_dagster.orchestration.verify_job import VERIFY_RAW_JOB
 from atlas_dagster.partitions import date_of_key, partition_key
 from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
-# Days per check run. Dagster stores a planned row per partition and check at run start, each
-# holding the run's whole partition subset: one run over 3 years (1,096 days × 12 checks) wrote
-# 13,152 rows of 27 KB (a 380 MB index.db) in 89 s before the first check, then took 65 ms per
-# evaluation (measured by bench/bench_verify.py --cli). Rows and their size both grow with the
-# run's range, so runs of a bounded range keep the cost per tenant-day flat.
+# Days per gold check run. Dagster stores a planned row per partition and check at run start,
+# each holding the run's whole partition subset: one run over 3 years (1,096 days × 12 checks)
+# wrote 13,152 rows of 27 KB (a 380 MB index.db) in 89 s before the first check, then took 65 ms
+# per evaluation (measured by bench/bench_verify.py --cli). Rows and their size both grow with
+# the run's range, so runs of a bounded range keep the cost per tenant-day flat. The raw checks
+# run in one verify_raw run instead, which plans none (orchestration/verify_job.py).
 RUN_DAYS = 92
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Check-only runs over the window, RUN_DAYS days each, newest first (the UI shows each
-    day's results on its partition); prints every result and exits 1 on a failure.
+    """The raw checks of the window in one verify_raw run, the gold checks in check-only runs
+    of RUN_DAYS days each, newest first (the UI shows each day's results on its partition);
+    prints every result and exits 1 on a failure.
 
     Raw domains are named by their domain (casino), gold tables by their asset key.
     """
@@ -41,25 +51,41 @@ def run_verify(args: argparse.Namespace) -> int:
     tenant = tenant_by_key(tenants, f"{args.org}.{args.brand}")
     domains = resolve_domains(tenant, args.domains.split(",") if args.domains else None)
     first, last = resolve_window(tenant, args.start, args.end)
-    check_keys = []
-    if args.layer in ("raw", "all"):
-        check_keys += [
-            AssetCheckKey(AssetKey(d.raw_table), name) for d in domains for name in RAW_CHECK_NAMES
-        ]
-    if args.layer in ("gold", "all"):
-        names = {d.name for d in domains}
-        check_keys += [
-            AssetCheckKey(AssetKey(table.name), RECONCILES_RAW)
-            for table in GOLD_TABLES.values()
-            if names & set(table.sources)
-        ]
+    names = {d.name for d in domains}
+    gold_checks = [
+        AssetCheckKey(AssetKey(table.name), RECONCILES_RAW)
+        for table in GOLD_TABLES.values()
+        if names & set(table.sources)
+    ]
     definitions = build_definitions()
     evaluations, run_ids, runs_failed = [], [], 0
     with DagsterInstance.get() as instance:
-        for start, end in _ranges(first, last, RUN_DAYS):
+        if args.layer in ("raw", "all"):
+            result = definitions.resolve_job_def(VERIFY_RAW_JOB).execute_in_process(
+                run_config={
+                    "ops": {
+                        "verify_raw_days": {
+                            "config": {
+                                "tenant": tenant.key,
+                                "first_day": first.isoformat(),
+                                "last_day": last.isoformat(),
+                                "domains": [d.name for d in domains],
+                            }
+                        }
+                    }
+                },
+                instance=instance,
+                tags={VERIFY_TAG: tenant.key},
+                raise_on_error=False,
+            )
+            evaluations += stored_evaluations(instance, result.run_id)
+            run_ids.append(result.run_id)
+            runs_failed += not result.success
+        gold = args.layer in ("gold", "all") and gold_checks
+        for start, end in _ranges(first, last, RUN_DAYS) if gold else []:
             result = materialize(
                 list(definitions.assets or []),
-                selection=AssetSelection.checks(*check_keys),
+                selection=AssetSelection.checks(*gold_checks),
                 instance=instance,
                 resources=definitions.resources,  # ClickHouse as the code location wires it
                 tags={
@@ -69,7 +95,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 },
                 raise_on_error=False,
             )
-            evaluations += result.get_asset_check_evaluations()
+            evaluations += stored_evaluations(instance, result.run_id)
             run_ids.append(result.run_id)
             runs_failed += not result.success
     evaluations.sort(
@@ -91,6 +117,14 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"{runs_failed} check run(s) failed themselves; see them in the Dagster UI")
         return 1
     return 1 if failed else 0
+
+
+def stored_evaluations(instance: DagsterInstance, run_id: str) -> list[AssetCheckEvaluation]:
+    """The check evaluations a run stored in the instance, as the UI shows them (the raw checks
+    are stored in batches, not yielded through a step: the run's in-process result does not
+    hold them)."""
+    entries = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    return [e.get_dagster_event().asset_check_evaluation_data for e in entries]
 
 
 def _ranges(first: dt.date, last: dt.date, days: int) -> list[tuple[dt.date, dt.date]]:

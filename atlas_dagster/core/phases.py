@@ -28,7 +28,6 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("explain_difference", "only on a shortfall: the export's rows and distinct event_ids"),
     ("log_completed", "backfill_log: completed"),
     ("progress_metadata", "the tenant's backfill progress for the materialization"),
-    ("checks", "the day's asset checks (from the count and log row just taken and written)"),
     ("engine_close", "closing the client"),
 )
 

@@ -75,11 +75,6 @@ COLUMNS = (
 )
 
 
-def as_row(entry: LogEntry) -> dict[str, object]:
-    """The row as a read of backfill_log returns it (what the checks read)."""
-    return {name: getattr(entry, name) for name in COLUMNS}
-
-
 def previous_attempt(client: Client, entry: LogEntry) -> int:
     return int(run_command(client, sql.query("previous_attempt"), entry.key()) or 0)
 

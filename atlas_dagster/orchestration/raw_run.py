@@ -2,7 +2,8 @@
 
 A run may hold one partition (the CLI, the UI's single materialization) or a range (a backfill,
 one run per tenant): every tenant-day still validates, INSERTs, logs and reports on its own, so a
-failed day fails its own partition only.
+failed day fails its own partition only. Each settled day's checks are read and reported in
+batches (checks/batch.py) after its materialization, on its own partition.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Callable, Iterator
 
 from clickhouse_connect.driver.client import Client
 from dagster import (
-    AssetCheckKey,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -23,14 +23,10 @@ from dagster import (
     Output,
 )
 
+from atlas_dagster.checks.batch import CheckBatch
 from atlas_dagster.checks.export_window import ExportState
-from atlas_dagster.checks.raw import (
-    RAW_CHECK_NAMES,
-    day_outcomes,
-    session_outcomes,
-    window_outcomes,
-)
-from atlas_dagster.checks.results import CheckOutcome, check_outputs, to_evaluation
+from atlas_dagster.checks.raw import CheckedDay, LoadIdentity, window_days
+from atlas_dagster.checks.results import CheckOutcome, check_outputs
 from atlas_dagster.core.phases import process_cpu_seconds
 from atlas_dagster.core.tags import (
     BACKFILL_ID_TAG,
@@ -72,6 +68,7 @@ from atlas_dagster.orchestration.raw_work import (
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import backfill_raw_partitions
+from atlas_dagster.partitions import partition_key as tenant_day_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
@@ -124,6 +121,8 @@ class RawRun:
         # Per tenant key: its export's reader, shared by the run's days (one S3 client, and the
         # domain-wide facts: completeness markers, table formats, read once per run).
         self._sources: dict[str, ExportSource] = {}
+        # Settled days waiting for their checks, read and reported a batch at a time.
+        self._checks = CheckBatch(context, clickhouse, on_failed=self._checks_failed)
 
     def events(self) -> Iterator[AssetMaterialization | Output]:
         context = self.context
@@ -142,11 +141,14 @@ class RawRun:
             if d not in loading
             and any(k.asset_key == AssetKey(d.raw_table) for k in self.selected_checks)
         ]
-        if loading:
-            yield from self._load(loading, partition_keys)
-        if checking_only:
-            self._verify(checking_only, partition_keys)
-        yield from check_outputs(context)  # every day's check evaluations are logged by now
+        try:
+            if loading:
+                yield from self._load(loading, partition_keys)
+            if checking_only:
+                self._verify(checking_only, partition_keys)
+        finally:
+            self._last_checks()
+        yield from check_outputs(context)  # every day's check evaluations are stored by now
         if self.failed:
             shown = ", ".join(self.failed[:20]) + (" …" if len(self.failed) > 20 else "")
             raise Failure(
@@ -192,9 +194,7 @@ class RawRun:
             label = work.label if work else partition_key
             self.failed.append(label)
             if work is not None:
-                self._report_checks(
-                    work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
-                )
+                self._checks.add(_refused(work, reason))
 
     def _start(
         self, works: list[RawWork], domains: list[Domain]
@@ -248,6 +248,7 @@ class RawRun:
                 self._after_outcome(outcome.result)
                 if held is not None:
                     yield from self._report(held)
+                    self._checks.flush_if_due()
                 held = outcome.result
         finally:
             self._slots.release()
@@ -288,6 +289,7 @@ class RawRun:
             # runs (claiming one again costs ~0.1 s, nothing beside a retry's wait).
             self._slots.release()
         self._pressure.recover()
+        self._checks.flush_if_due()
 
     def _after_outcome(self, result: RawResult) -> None:
         assert self._pause is not None and self._pressure is not None
@@ -363,7 +365,9 @@ class RawRun:
         self, work: RawWork, canceled: threading.Event, mark_started: Callable[[], None]
     ) -> tuple[RawResult, bool]:
         """LoadScheduler's work (a worker thread): the day validated, then loaded in a slot of
-        the pool with its checks in the load's session; (its result, whether it passed)."""
+        the pool; (its result, whether it loaded). What its checks will read of the export (the
+        validation's footer rows and verdict) goes with the result: the checks themselves read
+        the log and the raw table once the day has settled, in a batch with others."""
         result = RawResult(work)
         prepared = self._prepare(work, canceled, result)
         if prepared is None:
@@ -373,18 +377,19 @@ class RawRun:
         )
         self._query_ids[work] = prepared.query_id
         try:
-            self._insert_in_slot(work, prepared, validated, canceled, mark_started, result)
-        except ClaimCanceled as exc:
+            self._insert_in_slot(work, prepared, canceled, mark_started, result)
+        except ClaimCanceled as exc:  # never started: nothing to check
             result.exception = exc
             result.error = str(exc)
             return result, False
         except Exception as exc:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, prepared.secrets)
-            result.checks = session_outcomes(
-                self.clickhouse, work.tenant, work.domain, work.tenant_day.partition_date, validated
-            )
-        return result, result.passed
+            result.checked = _checked(work, validated)
+            return result, False
+        assert result.load is not None
+        result.checked = _checked(work, validated, LoadIdentity(self.run_id, result.load.attempt))
+        return result, True
 
     def _prepare(
         self, work: RawWork, canceled: threading.Event, result: RawResult
@@ -404,41 +409,28 @@ class RawRun:
         except Exception as exc:
             result.exception = exc
             result.error = failure_message(self.clickhouse, exc, ())
-            refused = ExportState(files=0, rows=None, error=result.error)
-            result.checks = session_outcomes(
-                self.clickhouse, work.tenant, work.domain, day, refused
-            )
+            result.checked = _checked(work, ExportState(files=0, rows=None, error=result.error))
             return None
 
     def _insert_in_slot(
         self,
         work: RawWork,
         prepared: PreparedDay,
-        validated: ExportState,
         canceled: threading.Event,
         mark_started: Callable[[], None],
         result: RawResult,
     ) -> None:
-        """Waits for a slot of the pool (timed as the phase slot_wait), then loads the day; its
-        checks run in the load's own engine session once 'completed' is logged."""
+        """Waits for a slot of the pool (timed as the phase slot_wait), then loads the day; the
+        health probe and the progress read run in the load's own engine session once
+        'completed' is logged."""
         day = work.tenant_day.partition_date
 
-        def checks_in_session(client: Client, entry: backfill_log.LogEntry) -> None:
+        def after_load(client: Client, entry: backfill_log.LogEntry) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
             self._probe(client, prepared.timer)
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
                     result.progress = progress_metadata(client, work.tenant)
-            with prepared.timer.phase("checks"):
-                result.checks = day_outcomes(
-                    client,
-                    work.tenant,
-                    work.domain,
-                    day,
-                    validated,
-                    raw_events=entry.rows_loaded,
-                    log_row=backfill_log.as_row(entry),
-                )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
         assert self._slots is not None
@@ -457,7 +449,7 @@ class RawRun:
                     prepared,
                     self.run_id,
                     canceled=canceled,
-                    after_load=checks_in_session,
+                    after_load=after_load,
                     known=self._known.get(work.tenant.key),
                 )
             finally:
@@ -489,10 +481,13 @@ class RawRun:
                 self.context.log.warning(f"KILL QUERY {query_id} failed: {exc}")
 
     def _report(self, result: RawResult) -> Iterator[AssetMaterialization]:
+        """The day's outcome; its checks wait for the next batch (after its materialization,
+        which they target)."""
         result.settled_at = time.time()
         work = result.work
-        self._report_checks(work, result.checks)
         if result.load is None:
+            if result.checked is not None:
+                self._checks.add(result.checked)
             self.failed.append(work.label)
             self._lines.flush()  # what started and finished before it, then the failure
             self.context.log.error(f"{work.label} failed{tries_text(result)}: {result.error}")
@@ -509,35 +504,78 @@ class RawRun:
             partition=work.partition_key,
             metadata=load_metadata(result),
         )
+        if result.checked is not None:  # stored by now: its checks can target it
+            self._checks.add(result.checked)
 
-    def _report_checks(self, work: RawWork, outcomes: list[CheckOutcome]) -> None:
-        for outcome in outcomes:
-            if _check_key(work.asset_key, outcome.check_name) in self.selected_checks:
-                self.context.log_event(to_evaluation(work.asset_key, work.partition_key, outcome))
+    def _checks_failed(self, checked: CheckedDay, outcomes: list[CheckOutcome]) -> None:
+        """A day this run loaded whose checks failed fails the run too, naming them (a failed
+        load is named already; verify's check-only runs report and go on)."""
+        if checked.loaded_by is None:
+            return
+        names = ", ".join(o.check_name for o in outcomes if not o.passed)
+        label = f"{checked.domain.raw_table} {tenant_day_key(checked.day, checked.tenant.key)}"
+        self.failed.append(f"{label} (checks failed after its load: {names})")
+        self.context.log.error(
+            f"{label}: checks failed after its load: "
+            + "; ".join(f"{o.check_name}: {o.description}" for o in outcomes if not o.passed)
+        )
+
+    def _last_checks(self) -> None:
+        """The days still waiting for their checks, then what the run's checks cost. A run that
+        ends on an error still checks the days it settled; a failure here is logged, not
+        raised over the run's own outcome."""
+        try:
+            self._checks.flush()
+        except Exception as exc:
+            message = failure_message(self.clickhouse, exc, ())
+            self.context.log.error(f"the last batch of checks could not be read: {message}")
+            self.failed.append(f"checks: {message}")
+        if self._checks.stats.days:
+            self.context.log.info(self._checks.stats.describe())
 
     def _verify(self, domains: list[Domain], partition_keys: list[str]) -> None:
-        works, refused, _ = plan_works(self.tenants, domains, partition_keys)
-        for work, _, reason in refused:
-            if work is not None:
-                self._report_checks(
-                    work, [_refused_check(name, reason) for name in RAW_CHECK_NAMES]
-                )
-        lanes: dict[tuple[str, str], list[RawWork]] = {}
-        for work in works:
-            lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
-        with self.clickhouse.kept_open():
-            for lane in lanes.values():
-                by_day = {w.tenant_day.partition_date: w for w in lane}
-                first = lane[0]
-                for day, outcomes in window_outcomes(
-                    self.clickhouse, first.tenant, first.domain, list(by_day)
-                ):
-                    self._report_checks(by_day[day], outcomes)
+        verify_days(self.clickhouse, self.tenants, domains, partition_keys, self._checks)
 
 
-def _check_key(asset_key: AssetKey, name: str) -> AssetCheckKey:
-    return AssetCheckKey(asset_key, name)
+def verify_days(
+    clickhouse: ClickHouseResource,
+    tenants: list[Tenant],
+    domains: list[Domain],
+    partition_keys: list[str],
+    checks: CheckBatch,
+) -> None:
+    """The raw checks of days without loading them (a check-only run, the verify job): the
+    exports re-read in bulk per tenant and domain, then the log rows and raw counts a batch at
+    a time. Days outside their tenant's scope fail their checks saying so."""
+    works, refused, _ = plan_works(tenants, domains, partition_keys)
+    for work, _, reason in refused:
+        if work is not None:
+            checks.add(_refused(work, reason))
+    lanes: dict[tuple[str, str], list[RawWork]] = {}
+    for work in works:
+        lanes.setdefault((work.tenant.key, work.domain.name), []).append(work)
+    with clickhouse.kept_open():
+        for lane in lanes.values():
+            first = lane[0]
+            days = [w.tenant_day.partition_date for w in lane]
+            with clickhouse.session() as client:
+                for checked in window_days(client, clickhouse, first.tenant, first.domain, days):
+                    checks.add(checked)
+            checks.flush_if_due()
+        checks.flush()
 
 
-def _refused_check(name: str, reason: str) -> CheckOutcome:
-    return CheckOutcome(name, False, f"outside the tenant's scope: {reason}")
+def _checked(
+    work: RawWork, export: ExportState, loaded_by: LoadIdentity | None = None
+) -> CheckedDay:
+    day = work.tenant_day.partition_date
+    return CheckedDay(work.tenant, work.domain, day, export, loaded_by)
+
+
+def _refused(work: RawWork, reason: str) -> CheckedDay:
+    """A day the run refuses (outside the tenant's scope): its checks still read the log and
+    the raw table, and say why it was refused."""
+    refused = ExportState(files=0, rows=None, error=f"outside the tenant's scope: {reason}")
+    return CheckedDay(
+        work.tenant, work.domain, work.tenant_day.partition_date, refused, refused=reason
+    )

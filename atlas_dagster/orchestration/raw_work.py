@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from dagster import AssetKey, MetadataValue
 
-from atlas_dagster.checks.results import CheckOutcome
+from atlas_dagster.checks.raw import CheckedDay
 from atlas_dagster.domains import DOMAINS, Domain
 from atlas_dagster.loading.day_load import DayLoad
 from atlas_dagster.loading.faults import Fault
@@ -44,7 +44,8 @@ class RawResult:
     work: RawWork
     load: DayLoad | None = None
     error: str = ""
-    checks: list[CheckOutcome] = field(default_factory=list)
+    # What the day's checks will need of it once it has settled (None: never attempted).
+    checked: CheckedDay | None = None
     # When the scheduler handed the day to a worker, and when it counted the day done (its
     # tenant's next day could be dispatched from then on): the fleet order is judged from them.
     dispatched_at: float = field(default_factory=time.time)
@@ -56,10 +57,6 @@ class RawResult:
     exception: BaseException | None = None
     fault: Fault | None = None
     attempts: int = 1
-
-    @property
-    def passed(self) -> bool:
-        return self.load is not None and all(c.passed for c in self.checks)
 
 
 def domains_by_key(keys: set[AssetKey]) -> list[Domain]:

@@ -3,8 +3,9 @@
 A lane is one tenant and domain. Within a lane a day is dispatched only once the newer day before
 it has started its INSERT, so no day ever starts before a newer day of the same run. Each tenant
 loads its first `ramp_days` (newest) days one INSERT at a time; its parallelism rises to the
-steady state only when those days are completed and their checks passed, and stays at 1 if any of
-them failed. The Dagster pool caps INSERTs across runs; this caps them within the run.
+steady state only when those days are completed (their raw count matched their footers: the
+load's own reconciliation), and stays at 1 if any of them failed. The Dagster pool caps INSERTs
+across runs; this caps them within the run.
 
 Two optional hooks (orchestration/backpressure.py, loading/retry.py): `capacity()` lowers the
 run's INSERTs at once below `parallelism` while the service pushes back (0 pauses dispatching),
