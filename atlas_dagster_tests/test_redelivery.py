@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from atlas_dagster.checks.changes import scan_tenant
+from atlas_dagster.checks.raw import window_outcomes
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import fingerprint, layout
@@ -93,6 +94,20 @@ def test_changed_days_are_found_and_reloaded_exactly(clickhouse, make_tenant) ->
         ("transactions", DAYS[3]): "part-late.parquet added",
         ("transactions", DAYS[4]): "part-00001.parquet removed",
     }
+    verified = {
+        (domain, day): {o.check_name: o for o in outcomes}
+        for domain in tenant.domains
+        for day, outcomes in window_outcomes(clickhouse, tenant, DOMAINS[domain], DAYS)
+    }
+    failing = {key for key, checks in verified.items() if not checks["rows_reconcile"].passed}
+    assert failing == {("casino", DAYS[2]), ("transactions", DAYS[3]), ("transactions", DAYS[4])}
+    assert "the export changed since the day was loaded (part-late.parquet added)" in (
+        verified[("transactions", DAYS[3])]["rows_reconcile"].description
+    )
+    # Same rows, other values: only the stored fingerprint tells this day apart.
+    assert verified[("casino", DAYS[2])]["rows_reconcile"].description.startswith(
+        "the export changed since the day was loaded (2 files replaced"
+    )
     before = _raw(clickhouse, tenant, "casino", DAYS[2])
     for domain, day in (("casino", DAYS[2]), ("transactions", DAYS[3]), ("transactions", DAYS[4])):
         load_day(clickhouse, tenant, DOMAINS[domain], day, "reload")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from clickhouse_connect.driver.client import Client
 
 from atlas_dagster.domains import Domain
+from atlas_dagster.exports.fingerprint import FileStamp
 from atlas_dagster.exports.layout import (
     FOLDER_DAY_SQL,
     DayExport,
@@ -39,6 +40,14 @@ class ExportState:
     files: int
     rows: int | None  # from the footers; None when the files cannot be listed or read
     error: str | None  # the contract error, None when the export meets it
+    # The files as listed now, to compare with the fingerprint the load stored (verify's
+    # re-read; None right after a load, which just stored them).
+    stamps: tuple[FileStamp, ...] | None = None
+
+    @classmethod
+    def of(cls, export: DayExport, error: str | None) -> ExportState:
+        stamps = tuple(f.stamp() for f in export.files)
+        return cls(files=len(export.files), rows=export.num_rows, error=error, stamps=stamps)
 
 
 def window_states(
@@ -81,18 +90,12 @@ def listed_states(
     schemas = day_schemas(exports, domain, tenant)
     for day, schema in schemas.items():
         if isinstance(schema, Exception):
-            export = exports.pop(day)
-            states[day] = ExportState(
-                files=len(export.files), rows=export.num_rows, error=failed(schema)
-            )
+            states[day] = ExportState.of(exports.pop(day), failed(schema))
     for chunk in _chunks(sorted(exports), CHUNK_DAYS):
         for schema, group in _by_schema(chunk, schemas).items():
             errors = _row_errors(client, clickhouse, tenant, domain, schema, exports, group)
             for day in group:
-                export = exports[day]
-                states[day] = ExportState(
-                    files=len(export.files), rows=export.num_rows, error=errors.get(day)
-                )
+                states[day] = ExportState.of(exports[day], errors.get(day))
     return states
 
 

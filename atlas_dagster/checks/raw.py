@@ -21,6 +21,7 @@ from atlas_dagster import sql
 from atlas_dagster.checks.export_window import ExportState, window_states
 from atlas_dagster.checks.results import CheckOutcome
 from atlas_dagster.domains import Domain
+from atlas_dagster.exports.fingerprint import changes, decode
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import Tenant
@@ -32,7 +33,8 @@ RAW_CHECK_DESCRIPTIONS = {
     "attempt)",
     "rows_reconcile": "three numbers read apart agree: rows_loaded in backfill_log (FINAL), a "
     "fresh count of distinct events in the raw table (FINAL), and the rows of the day's Parquet "
-    "files (their footers), less the duplicate event_ids the load counted once",
+    "files (their footers), less the duplicate event_ids the load counted once; in verify, the "
+    "files listed now are also the ones the load read (its stored fingerprint)",
     "schema_conformance": "the day's export meets the contract: schema, types and footer "
     "statistics before the INSERT, and every row's rules (tenant, UTC day, event type, ids, "
     "required values, money) inside ClickHouse",
@@ -164,9 +166,22 @@ def log_completed(log_row: dict[str, Any], loaded_by: LoadIdentity | None = None
     return CheckOutcome("log_completed", True, "backfill_log says completed", metadata)
 
 
+def redelivered(log_row: dict[str, Any], export: ExportState) -> str | None:
+    """What changed in the export since the load that completed the day (its stored
+    fingerprint against the files listed now); None when nothing did, or it cannot be told."""
+    stored = decode(str(log_row.get("source_files", "")))
+    if stored is None or export.stamps is None or log_row.get("status") != "completed":
+        return None
+    return changes(stored, export.stamps)
+
+
 def rows_reconcile(
-    log_row: dict[str, Any], raw_events: int, parquet_rows: int | None
+    log_row: dict[str, Any],
+    raw_events: int,
+    parquet_rows: int | None,
+    changed: str | None = None,
 ) -> CheckOutcome:
+    """`changed`: what redelivered() found: the raw rows are an earlier delivery's."""
     logged = int(log_row.get("rows_loaded", 0))
     duplicates = int(log_row.get("duplicate_rows", 0))
     metadata = {
@@ -185,6 +200,12 @@ def rows_reconcile(
     if parquet_rows is None:
         return CheckOutcome("rows_reconcile", False, "the export's files cannot be read", metadata)
     problems = []
+    if changed:
+        metadata["changed since loaded"] = changed
+        problems.append(
+            f"the export changed since the day was loaded ({changed}): the raw rows are the "
+            "earlier delivery's; reload it with --only-changed"
+        )
     if raw_events != logged:
         problems.append(f"the raw table holds {raw_events} distinct events, the log {logged}")
     if parquet_rows != logged + duplicates:
@@ -209,7 +230,9 @@ def outcomes(checked: CheckedDay, reconciled: Reconciled) -> list[CheckOutcome]:
     raw_events = reconciled.raw_events.get(checked.key, 0)
     found = [
         log_completed(log_row, checked.loaded_by),
-        rows_reconcile(log_row, raw_events, checked.export.rows),
+        rows_reconcile(
+            log_row, raw_events, checked.export.rows, redelivered(log_row, checked.export)
+        ),
         schema_conformance(checked.export.error, checked.export.files),
     ]
     if checked.refused is None:
