@@ -349,7 +349,9 @@ def test_rows_reconcile_and_schema_conformance_go_red_when_the_export_changes_af
     env, capsys
 ) -> None:
     """After a good load, BROKEN's export is replaced with more rows and LAST's with a row
-    breaking the contract (same row count): verify names both, and the UI marks both failed."""
+    breaking the contract (same row count, another file): verify names both, and the UI marks
+    both failed. LAST's counts still agree: its rows_reconcile fails on the stored fingerprint
+    alone (the files are not the ones loaded)."""
     success, checks = _load()
     assert success and all(passed for passed, _ in checks.values())
 
@@ -371,9 +373,12 @@ def test_rows_reconcile_and_schema_conformance_go_red_when_the_export_changes_af
     # The contract's message names the file, column and row on the lines after the day's.
     assert "break the export contract" in _line(lines, "FAIL", LAST, "schema_conformance")
     assert "part-0.parquet: column user_id is empty" in "\n".join(lines)
-    assert _line(lines, "ok  ", LAST, "rows_reconcile")  # the counts still agree
-    assert "3 failed" not in lines[-1] and " 2 failed " in f"{lines[-1]} "
+    changed = "the export changed since the day was loaded (part-0.parquet added; 2 files "
+    changed += "removed: part-00000.parquet, part-00001.parquet)"
+    assert changed in _line(lines, "FAIL", LAST, "rows_reconcile")
+    assert "the export has" not in _line(lines, "FAIL", LAST, "rows_reconcile")  # same count
+    assert lines[-1] == "6 passed, 3 failed over 3 tenant-day(s)"
     health = _health()
-    assert health["rows_reconcile"]["failed"] == {str(BROKEN)}
+    assert health["rows_reconcile"]["failed"] == {str(BROKEN), str(LAST)}
     assert health["schema_conformance"]["failed"] == {str(LAST)}
     assert health["schema_conformance"]["succeeded"] == {str(FIRST), str(BROKEN)}
