@@ -139,7 +139,7 @@ HOLDER = textwrap.dedent(
 
 # Inside the exclusion: the probe for the day's backfilled rows (backfill_days.sql), the INSERT,
 # the count.
-PHASES = ("SELECT DISTINCT event_date", "_events_inbound", "SELECT count() AS events")
+PHASES = ("max(ingested_at) AS loaded_until", "_events_inbound", "SELECT count() AS events")
 
 
 def test_two_processes_loading_one_day_take_turns(tmp_path: Path) -> None:
