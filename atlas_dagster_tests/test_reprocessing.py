@@ -175,6 +175,10 @@ def test_a_redelivered_period_is_found_reloaded_and_replayed_exactly(
     assert code == 0
     assert f"{DAYS[2]}  casino" in out and f"{DAYS[3]}  transactions" in out, out
     assert "2 tenant-day(s)" in out, out
+    code, out = _cli(capsys, "backfill", "--dry-run")  # the default: incomplete days only
+    assert code == 0 and "plan for reproc.main: 0 tenant-day(s)" in out, out
+    assert "changed since loaded: 2 completed tenant-day(s)" in out, out
+    assert f"  {DAYS[3]}  transactions  part-late.parquet added" in out, out
 
     before = _attempts(clickhouse, tenant)
     assert _cli(capsys, "load", "--only-changed")[0] == 0

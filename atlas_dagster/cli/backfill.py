@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import time
 
+from atlas_dagster.checks.changes import scan_tenant
 from atlas_dagster.cli.dagster_api import (
     FINISHED_BACKFILL_STATUSES,
     DagsterApi,
@@ -124,6 +125,28 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         )
 
 
+def print_changed(plan: BackfillPlan, shown: int = 20) -> None:
+    """The window's completed days whose export changed since their load, apart from the plan:
+    a re-delivery is reloaded only when asked (--only-changed). One listing per domain."""
+    with engine().session() as client:
+        scan = scan_tenant(
+            client, plan.tenant, [d.name for d in plan.domains], plan.start, plan.end
+        )
+    for line in scan.unlisted:
+        print(f"changed since loaded: not listed: {line}")
+    if not scan.changed:
+        print("changed since loaded: none")
+        return
+    print(
+        f"changed since loaded: {len(scan.changed)} completed tenant-day(s) whose export has "
+        "other files now, not in this plan (--only-changed reloads them):"
+    )
+    for changed in scan.changed[:shown]:
+        print(f"  {changed.partition_date}  {changed.domain:12}  {changed.reason}")
+    if len(scan.changed) > shown:
+        print(f"  … {len(scan.changed) - shown} more (atlas-dagster status --json lists all)")
+
+
 def print_readings(exports: list[tuple[Domain, DayExport]]) -> None:
     """How the load reads each tool-specific column type, per domain: one line per way of
     writing, with how many files write it so and the first of them."""
@@ -191,6 +214,8 @@ def run_backfill(args: argparse.Namespace) -> int:
         sizes = export_sizes(plan)
         estimate = estimate_duration(engine(), plan, sizes, current_settings().load)
         print_plan(plan, sizes, estimate)
+        if args.selection is not Selection.CHANGED:
+            print_changed(plan)
         return 0
     if not plan.days:
         print(f"nothing to backfill for {plan.tenant.key}: {_nothing(args.selection)}")
