@@ -118,10 +118,10 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         print("estimated duration: unknown until a first day has loaded on this target")
     else:
         print(
-            f"estimated duration: {estimate.seconds / 60:.1f} min at "
-            f"{estimate.rows_per_second:,.0f} rows/s per INSERT (measured over "
-            f"{estimate.measured_days} completed day(s)), "
-            f"{estimate.parallel} INSERT(s) at once after the ramp-up"
+            f"estimated duration: {estimate.seconds / 60:.1f} min at the pace measured over "
+            f"{estimate.measured_days} recent load(s) on this target: "
+            f"{estimate.rows_per_second:,.0f} rows/s per load, {estimate.parallel:.1f} at once "
+            "after the ramp-up"
         )
 
 

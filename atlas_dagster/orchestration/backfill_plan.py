@@ -6,13 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
+from atlas_dagster.monitoring.pace import read_pace
 from atlas_dagster.orchestration.selection import Selection, select_days
 from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError
@@ -200,20 +199,19 @@ class Estimate:
     rows_per_second: float
     measured_days: int
     seconds: float
-    parallel: int
+    parallel: float  # loads at once, as measured, at most the pool's limit
 
 
 def estimate_duration(
     clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize], load: LoadSettings
 ) -> Estimate | None:
-    """From throughput measured on this target's completed loads, with the ramp-up and the
-    parallelism of `load` (the settings the runs will get); None before any load."""
+    """At the pace measured on this target's recent loads (monitoring/pace.py), with the ramp-up
+    days one at a time and at most the pool's limit of `load` at once; None before any load."""
     with clickhouse.session() as client:
         ensure_schema(client)  # a dry run may come before the first load on this target
-        [measured] = query_rows(client, sql.query("load_throughput"), {"domain": ""})
-    if not measured["days"] or not measured["seconds"]:
+        pace = read_pace(client)
+    if pace is None:
         return None
-    rate = float(measured["rows"]) / float(measured["seconds"])
     rows_by_date: dict[dt.date, int] = {}
     for size in sizes:
         if size.export is not None:
@@ -222,7 +220,6 @@ def estimate_duration(
     ramp_dates = sorted(rows_by_date, reverse=True)[: load.ramp_up_days]
     ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
     rest_rows = sum(rows_by_date.values()) - ramp_rows
-    # The embedded engine runs one INSERT at a time whatever the pool allows.
-    parallel = 1 if clickhouse.is_embedded() else load.parallel_inserts
-    seconds = ramp_rows / rate + rest_rows / (rate * parallel)
-    return Estimate(rate, int(measured["days"]), seconds, parallel)
+    seconds = pace.seconds(rest_rows, alone_rows=ramp_rows, limit=load.parallel_inserts)
+    parallel = min(pace.parallel, load.parallel_inserts)
+    return Estimate(pace.rows_per_second, pace.measured_days, seconds, parallel)

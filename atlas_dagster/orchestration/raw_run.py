@@ -392,7 +392,9 @@ class RawRun:
         tenant = result.work.tenant
         if force or self._progress_due(tenant):
             with self.clickhouse.session() as client:
-                result.progress = progress_metadata(client, tenant)
+                result.progress = progress_metadata(
+                    client, tenant, limit=self.settings.parallel_inserts
+                )
 
     def _execute(
         self, work: RawWork, canceled: threading.Event, mark_started: Callable[[], None]
@@ -463,7 +465,9 @@ class RawRun:
             self._probe(client, prepared.timer)
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
-                    result.progress = progress_metadata(client, work.tenant)
+                    result.progress = progress_metadata(
+                        client, work.tenant, limit=self.settings.parallel_inserts
+                    )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
         assert self._slots is not None
