@@ -26,11 +26,11 @@ from atlas_dagster.loading.day_load import insert_day, prepare_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import fault_site, python
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.bulk_exports import write_bulk_day
+from testkit.load_support import load_day
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
@@ -168,7 +168,7 @@ CONCURRENT_LOADER = textwrap.dedent(
     import datetime as dt, os, sys
     from pathlib import Path
     from atlas_dagster.domains import get_domain
-    from atlas_dagster_tests.load_support import load_day
+    from testkit.load_support import load_day
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants

@@ -25,7 +25,6 @@ from atlas_dagster.orchestration.pools import (
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import other_waiters
-from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.faults_support import (
     LOCK_HOLDER,
     PASS_ENDS,
@@ -35,6 +34,7 @@ from atlas_dagster_tests.faults_support import (
     python,
     wait_for_table_part,
 )
+from testkit.bulk_exports import write_bulk_day
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 

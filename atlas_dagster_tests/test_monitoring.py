@@ -9,8 +9,8 @@ from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.secrets import redact
-from atlas_dagster_tests.dagster_stack import REPO
-from atlas_dagster_tests.load_support import load_day
+from testkit.dagster_stack import REPO
+from testkit.load_support import load_day
 
 SEED = next((REPO.parent / "shared" / "seeds").glob("000_*.txt"), None)
 
