@@ -17,6 +17,7 @@ from atlas_dagster.orchestration.pools import (
     PoolLimitError,
     RunSlots,
     ensure_insert_pool,
+    holders,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
 
@@ -167,6 +168,62 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
                     pass
         info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
         assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def test_a_pool_an_operator_set_to_zero_stops_new_inserts_until_raised() -> None:
+    """0 is the operator's stop: a run starting does not re-seed it from
+    ATLAS_MAX_PARALLEL_INSERTS, its claims wait (saying why) and go once the pool is raised."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        assert ensure_insert_pool(instance, 3) == 3  # the run plans for its full width…
+        assert _limit(instance) == 0  # …and the operator's stop stays
+        assert "set to 0: INSERTs are stopped" in holders(instance)
+        canceled = threading.Event()
+        order: list[str] = []
+        thread, waiting = _waiter(instance, "day 5", 5, canceled, order)
+        try:
+            thread.start()
+            waiting.wait("the claim")  # it tried and got no slot
+            assert order == [] and _claimed(instance) == []
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            thread.join(timeout=SIGNAL_SECONDS)
+        finally:
+            canceled.set()  # a claim still waiting (the failure case) gives up
+            thread.join(timeout=SIGNAL_SECONDS)
+        assert order == ["day 5"]
+
+
+def test_a_stop_takes_the_slot_a_run_keeps_at_the_end_of_its_insert() -> None:
+    """A run keeps its slot between INSERTs while nobody waits; a pool lowered to 0 meanwhile
+    gets it back when the INSERT in flight ends, and the run's next INSERT waits for a raise."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        waiting = Waiting()
+        slots = RunSlots(
+            instance, _started_run(instance), "raw_events", lambda: True, sleep=waiting
+        )
+        canceled = threading.Event()
+        with slots.slot("day 9", 9, canceled):
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        assert _claimed(instance) == []  # not kept: the operator stopped the pool
+        order: list[str] = []
+
+        def next_insert() -> None:
+            with slots.slot("day 8", 8, canceled):
+                order.append("day 8")
+
+        thread = threading.Thread(target=next_insert)
+        try:
+            thread.start()
+            waiting.wait("the run's next INSERT")
+            assert order == []
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            thread.join(timeout=SIGNAL_SECONDS)
+        finally:
+            canceled.set()
+            thread.join(timeout=SIGNAL_SECONDS)
+        assert order == ["day 8"]
+        slots.release()
 
 
 def _claimed(instance: DagsterInstance) -> list[tuple[str, str]]:
