@@ -9,7 +9,6 @@ run still STARTED whose process is gone also gets that run reported failed.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import socket
 import threading
 import time
@@ -39,6 +38,7 @@ from atlas_dagster.dagster_internals import (
     set_pool_limit,
     supports_pools,
 )
+from atlas_dagster.partitions import day_priority as day_priority  # raw_run.py imports it here
 from atlas_dagster.settings import INSERT_HARD_CAP, PARALLEL_INSERTS, SLOT_WAIT_SECONDS
 
 INSERT_POOL = "atlas_insert"
@@ -46,7 +46,6 @@ CLAIM_POLL_SECONDS = 0.25
 # How often a waiting claimant looks for claims of dead processes: two reads of the instance.
 RECLAIM_SECONDS = 2.0
 _WORKER_SEPARATOR = "@"
-_PRIORITY_EPOCH = dt.date(2000, 1, 1)
 
 
 class SlotWaitTimeout(WaitTimeout):
@@ -155,11 +154,6 @@ def holders(instance: DagsterInstance, pool: str = INSERT_POOL) -> str:
         return f"pool {pool} (limit {limit}) has no claimed slot yet; the next one is assigned"
     named = "; ".join(c.describe(runs.get(c.run_id)) for c in found)
     return f"pool {pool} (limit {limit}) is held by {named}"
-
-
-def day_priority(day: dt.date) -> int:
-    """Newer days get higher priority, so contended slots go to the newest day first."""
-    return day.toordinal() - _PRIORITY_EPOCH.toordinal()
 
 
 def ensure_insert_pool(

@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from atlas_dagster.partitions import newest_first
+
 WorkT = TypeVar("WorkT")
 ResultT = TypeVar("ResultT")
 
@@ -131,7 +133,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         for slot in self.slots:
             dates[slot.tenant_key].add(slot.partition_date)
         ramps = {
-            tenant_key: _TenantRamp(frozenset(sorted(tenant_dates, reverse=True)[:ramp_days]), 0)
+            tenant_key: _TenantRamp(frozenset(newest_first(tenant_dates)[:ramp_days]), 0)
             for tenant_key, tenant_dates in dates.items()
         }
         # One pass: a fleet run holds 100 tenants × 365 days × 4 domains (146k slots).
