@@ -18,7 +18,7 @@ from atlas_dagster.orchestration.pools import (
     CLAIM_POLL_SECONDS,
     INSERT_POOL,
     RECLAIM_SECONDS,
-    RunSlots,
+    InsertSlots,
     SlotWaitTimeout,
     claims,
     reclaim_dead_claims,
@@ -100,8 +100,8 @@ def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(tmp_path: 
         waiter = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
         log = Lines()
         clock = FakeClock()
-        held = RunSlots(instance, holder.run_id, "raw_events", lambda: False)
-        waiting = RunSlots(
+        held = InsertSlots(instance, holder.run_id, "raw_events", lambda: False)
+        waiting = InsertSlots(
             instance,
             waiter.run_id,
             "raw_events",

@@ -14,8 +14,8 @@ from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
     WAITING_READ_SECONDS,
     ClaimCanceled,
+    InsertSlots,
     PoolLimitError,
-    RunSlots,
     ensure_insert_pool,
     holders,
 )
@@ -82,7 +82,7 @@ SIGNAL_SECONDS = 60.0
 
 
 class FakeClock:
-    """A RunSlots clock that moves only when the test says so."""
+    """A InsertSlots clock that moves only when the test says so."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -92,7 +92,7 @@ class FakeClock:
 
 
 class Waiting:
-    """A RunSlots `sleep` hook: the claim it is called from tried and got no slot, so it waits
+    """A InsertSlots `sleep` hook: the claim it is called from tried and got no slot, so it waits
     its turn as a pending claim of the pool. Sets `event`, then polls again shortly after."""
 
     def __init__(self) -> None:
@@ -113,8 +113,8 @@ def _never_waits(seconds: float) -> None:
 def _take(
     instance, run_id: str, key: str, priority: int, canceled, order: list[str], waiting: Waiting
 ) -> None:
-    """Another run's INSERT: one claim through RunSlots, its slot freed at its end."""
-    slots = RunSlots(instance, run_id, "raw_events", lambda: False, sleep=waiting)
+    """Another run's INSERT: one claim through InsertSlots, its slot freed at its end."""
+    slots = InsertSlots(instance, run_id, "raw_events", lambda: False, sleep=waiting)
     with slots.slot(key, priority, canceled):
         order.append(key)
 
@@ -137,7 +137,7 @@ def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
         order: list[str] = []
-        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        held = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
         with held.slot("held", 100, canceled):
             waiters = [
                 _waiter(instance, key, priority, canceled, order)
@@ -159,10 +159,10 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
-        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        held = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
         with held.slot("held", 1, threading.Event()):
             canceled.set()
-            waiting = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+            waiting = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
             with pytest.raises(ClaimCanceled):
                 with waiting.slot("waiting", 2, canceled):
                     pass
@@ -199,7 +199,7 @@ def test_a_stop_takes_the_slot_a_run_keeps_at_the_end_of_its_insert() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         waiting = Waiting()
-        slots = RunSlots(
+        slots = InsertSlots(
             instance, _started_run(instance), "raw_events", lambda: True, sleep=waiting
         )
         canceled = threading.Event()
@@ -236,7 +236,7 @@ def test_a_run_keeps_its_slot_between_inserts_while_nobody_waits() -> None:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
         run_id = _started_run(instance)
         more = [True]
-        slots = RunSlots(instance, run_id, "raw_events", lambda: more[0])
+        slots = InsertSlots(instance, run_id, "raw_events", lambda: more[0])
         canceled = threading.Event()
         with slots.slot("raw_events[casino|day 3]", 3, canceled):
             first = _claimed(instance)
@@ -263,7 +263,7 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
     end of the current INSERT, before this run's next (older) day."""
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
-        slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
+        slots = InsertSlots(instance, _started_run(instance), "raw_events", lambda: True)
         canceled = threading.Event()
         order: list[str] = []
         other, waiting = _waiter(instance, "newer", 20, canceled, order)
@@ -284,7 +284,7 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
 
 
 def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound() -> None:
-    """RunSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
+    """InsertSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
     bound a kept slot stays kept on a stale "no" (the read is what cost the load), and the first
     INSERT to end after it reads again and gives the slot to the waiting claim.
 
@@ -292,7 +292,7 @@ def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         clock = FakeClock()
-        slots = RunSlots(
+        slots = InsertSlots(
             instance,
             _started_run(instance),
             "raw_events",

@@ -202,7 +202,7 @@ def _claim(
     """Claims one slot under `step_key`; waits its turn by priority, then creation, at most
     `wait_seconds` (ATLAS_SLOT_WAIT_SECONDS), reporting who holds the slots and freeing dead
     holders' ones. A claim that gives up (canceled, timed out, failed) is withdrawn. Between two
-    tries it calls `sleep(CLAIM_POLL_SECONDS)`; `clock` times the wait (RunSlots passes both)."""
+    tries it calls `sleep(CLAIM_POLL_SECONDS)`; `clock` times the wait (InsertSlots passes both)."""
     wait = BoundedWait(
         f"a slot of pool {INSERT_POOL} for {what}",
         wait_seconds,
@@ -251,7 +251,7 @@ def slot_wanted_back(instance: DagsterInstance, pool: str = INSERT_POOL) -> bool
 WAITING_READ_SECONDS = 0.5
 
 
-class RunSlots:
+class InsertSlots:
     """The slots of the pool one run holds, each kept from one of its INSERTs to the next while
     no other claim waits for a slot and the pool's limit still covers it, instead of claimed and
     freed for every INSERT.
@@ -354,3 +354,7 @@ class RunSlots:
             idle, self._idle = self._idle, []
         for step_key in idle:
             free_pool_slot(self.instance, self.run_id, step_key)
+
+
+# The former name, still imported by orchestration/raw_run.py until it is switched to InsertSlots.
+RunSlots = InsertSlots
