@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import random
 import threading
 import time
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, instance_for_test
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
@@ -20,6 +23,7 @@ from atlas_dagster.orchestration.pools import (
     holders,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
+from testkit.gold_support import materialize_range
 
 
 def _limit(instance: DagsterInstance) -> int | None:
@@ -324,3 +328,50 @@ def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound
         assert order == ["day 10", "day 9", "day 8", "newer"]
         slots.release()
         assert _claimed(instance) == []
+
+
+def _run_log_says(instance: DagsterInstance, text: str) -> bool:
+    return any(
+        text in (entry.user_message or "")
+        for run in instance.get_runs()
+        for entry in instance.all_logs(run.run_id)
+    )
+
+
+def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_raised(
+    clickhouse, make_tenant
+) -> None:
+    """The operator's stop on a real raw run: it waits at its first INSERT, saying why, with no
+    day loaded; raised to 1, the run loads every day."""
+    tenant = make_tenant(("user",))
+    days = [dt.date(2026, 11, 3), dt.date(2026, 11, 4)]
+    for day in days:
+        write_day(tenant, "user", day, GENERATORS["user"][0](random.Random(7), tenant, day, 30))
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        outcome: list[object] = []
+        run = threading.Thread(
+            target=lambda: outcome.append(
+                materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
+            )
+        )
+        run.start()
+        try:
+            deadline = time.monotonic() + SIGNAL_SECONDS
+            while not _run_log_says(instance, "INSERTs are stopped"):
+                assert time.monotonic() < deadline, "the run never reported the pool stopped"
+                assert run.is_alive(), f"the run ended while the pool was stopped: {outcome}"
+                time.sleep(0.2)
+            assert _pending(instance) == 1 and _claimed(instance) == []
+            assert not instance.fetch_materializations(AssetKey("tbt_raw_events_user"), 10).records
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            run.join(timeout=SIGNAL_SECONDS * 2)
+        finally:
+            if run.is_alive():  # the failure case: let the run go so that the test ends
+                instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+                run.join(timeout=SIGNAL_SECONDS * 2)
+        [result] = outcome
+        assert result.success  # type: ignore[attr-defined]
+        loaded = instance.fetch_materializations(AssetKey("tbt_raw_events_user"), 10).records
+        assert len(loaded) == len(days)
+        assert _limit(instance) == 1  # the operator's value, not re-seeded by the run
