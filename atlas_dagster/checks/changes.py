@@ -100,4 +100,6 @@ def scan_tenant(
             now = listed[day]
             if not isinstance(now, ExportError) and (reason := changes(loaded[day], now)):
                 scan.changed.append(ChangedDay(tenant, domain, day, reason))
+    # Newest day first across domains and tenants, as every launch path loads them.
+    scan.changed.sort(key=lambda c: (-c.partition_date.toordinal(), c.tenant.key, c.domain))
     return scan

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
+from atlas_dagster.orchestration.selection import Selection, select_days
 from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
@@ -22,7 +23,7 @@ from atlas_dagster.validation.schema import ValidationError, day_schemas
 class PlannedDay:
     domain: Domain
     partition_date: dt.date
-    reason: str  # why it is in the plan: 'all', 'missing' or the failure found
+    reason: str  # why it is in the plan (selection.reason): 'all', 'missing', 'failed', …
 
     @property
     def label(self) -> str:
@@ -123,61 +124,31 @@ def build_fleet_plan(
     return FleetPlan(tenants, domains, first, last)
 
 
-def _day_states(
-    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, start: dt.date, end: dt.date
-) -> dict[dt.date, dict]:
-    parameters = {
-        "organization_id": tenant.organization_id,
-        "brand_id": tenant.brand_id,
-        "domain": domain.name,
-        "start_date": start,
-        "end_date": end,
-    }
-    with clickhouse.session() as client:
-        rows = query_rows(client, sql.query("day_states", raw_table=domain.raw_table), parameters)
-    return {row["partition_date"]: row for row in rows}
-
-
-def _selection_reason(state: dict | None, only: str) -> str | None:
-    """Why a day is selected under --only-missing / --only-failed, or None to skip it."""
-    if only == "all":
-        return "all"
-    if only == "missing":
-        return "missing" if state is None or state["status"] == "running" else None
-    if state is None or state["status"] == "running":
-        return None
-    if state["status"] == "failed":
-        return "failed"
-    if state["status"] == "completed" and state["raw_events"] != state["rows_loaded"]:
-        return f"raw table holds {state['raw_events']} events, backfill_log {state['rows_loaded']}"
-    return None
-
-
 def build_plan(
     clickhouse: ClickHouseResource,
     tenant: Tenant,
     domain_names: list[str] | None,
     start: dt.date | None,
     end: dt.date | None,
-    only: str = "all",
+    selection: Selection = Selection.ALL,
 ) -> BackfillPlan:
-    """The days to load, newest first; --only-failed also takes completed days whose raw rows
-    no longer match the log (rows deleted behind its back)."""
+    """The days to load, newest first, as `selection` takes them (orchestration/selection.py:
+    the same rule the launched run applies again when it starts)."""
     first, last = resolve_window(tenant, start, end)
     plan = BackfillPlan(tenant, resolve_domains(tenant, domain_names), first, last)
-    states = {
-        d.name: (_day_states(clickhouse, tenant, d, first, last) if only != "all" else {})
-        for d in plan.domains
-    }
-    day = last
-    while day >= first:
+    window = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    if selection is Selection.ALL:  # nothing to read: no engine opened
+        selected = {(d.name, day): "all" for d in plan.domains for day in window}
+    else:
+        with clickhouse.session() as client:
+            ensure_schema(client)
+            selected = select_days(client, tenant, plan.domains, window, selection)
+    for day in reversed(window):
         for domain in plan.domains:
-            if not tenant.covers(day, domain.name):  # before the domain's own start, or after
-                continue
-            reason = _selection_reason(states[domain.name].get(day), only)
-            if reason is not None:
+            # Before the domain's own start, or after: not one of the tenant's days.
+            reason = selected.get((domain.name, day))
+            if reason is not None and tenant.covers(day, domain.name):
                 plan.days.append(PlannedDay(domain, day, reason))
-        day -= dt.timedelta(days=1)
     return plan
 
 

@@ -33,6 +33,7 @@ from atlas_dagster.core.tags import (
     CONCURRENCY_TAG,
     COVERED_BY_TAG,
     FLEET_LEADER_TAG,
+    SELECT_TAG,
 )
 from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
@@ -67,6 +68,7 @@ from atlas_dagster.orchestration.raw_work import (
     tries_text,
 )
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.orchestration.selection import Selection, parse, select_days
 from atlas_dagster.partitions import backfill_raw_partitions
 from atlas_dagster.partitions import partition_key as tenant_day_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
@@ -174,13 +176,44 @@ class RawRun:
     ) -> Iterator[AssetMaterialization]:
         works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
         self._report_refused(refused, skipped)
-        if not works:
-            return
-        scheduler = self._start(works, domains)
         # Embedded: one open engine for the run's days, handed over whenever another waits.
         with self.clickhouse.kept_open():
+            works = self._selected(works)
+            if not works:
+                return
+            scheduler = self._start(works, domains)
             self._read_known(works)
             yield from self._run_loads(scheduler)
+
+    def _selected(self, works: list[RawWork]) -> list[RawWork]:
+        """The works SELECT_TAG takes (selection.py), read now: a day completed since the launch
+        was planned, by an earlier attempt of this run or by another launch, is not reloaded."""
+        selection = parse(self.context.run.tags.get(SELECT_TAG))
+        if selection is Selection.ALL:
+            return works
+        by_tenant: dict[str, list[RawWork]] = {}
+        for work in works:
+            by_tenant.setdefault(work.tenant.key, []).append(work)
+        taken: set[RawWork] = set()
+        with self.clickhouse.session() as client:
+            ensure_schema(client)
+            for tenant_works in by_tenant.values():
+                tenant = tenant_works[0].tenant
+                domains = list({w.domain.name: w.domain for w in tenant_works}.values())
+                days = sorted({w.tenant_day.partition_date for w in tenant_works})
+                source = self._sources.setdefault(tenant.key, ExportSource(tenant))
+                selected = select_days(client, tenant, domains, days, selection, source)
+                taken |= {
+                    w
+                    for w in tenant_works
+                    if (w.domain.name, w.tenant_day.partition_date) in selected
+                }
+        kept = [w for w in works if w in taken]  # in the run's order: newest first
+        self.context.log.info(
+            f"day selection '{selection}': loading {len(kept)} of the range's {len(works)} "
+            f"tenant-day(s); the other {len(works) - len(kept)} are left as they are"
+        )
+        return kept
 
     def _report_refused(self, refused: list[tuple[RawWork | None, str, str]], skipped: int) -> None:
         """Days the run will not load: skipped ones counted, refused ones failed with checks."""
@@ -570,6 +603,10 @@ def _checked(
 ) -> CheckedDay:
     day = work.tenant_day.partition_date
     return CheckedDay(work.tenant, work.domain, day, export, loaded_by)
+
+
+def _day_key(work: RawWork) -> tuple[str, dt.date]:
+    return work.domain.name, work.tenant_day.partition_date
 
 
 def _refused(work: RawWork, reason: str) -> CheckedDay:
