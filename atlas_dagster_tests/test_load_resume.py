@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import cli, fault_site
+from testkit.bulk_exports import write_bulk_day
 
 pytestmark = pytest.mark.slow  # real load processes, one killed
 

@@ -28,9 +28,9 @@ from atlas_dagster.exports.fingerprint import FileStamp
 from atlas_dagster.orchestration.redelivery import redelivery_sensor
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.validation.rows import RowContractError
-from atlas_dagster_tests.conftest import log_row, run_resources
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from atlas_dagster_tests.conftest import log_row
+from testkit.load_support import load_day, run_resources
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 DAYS = [dt.date(2026, 11, 1) + dt.timedelta(days=i) for i in range(5)]
 KEY_ENV, SECRET_ENV = "ATLAS_TEST_REDELIVERY_KEY", "ATLAS_TEST_REDELIVERY_SECRET"

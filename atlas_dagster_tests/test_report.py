@@ -33,8 +33,8 @@ from atlas_dagster.settings import DEFAULT_PARALLEL_INSERTS, Settings
 from atlas_dagster.tenants import S3Settings, Tenant, load_tenants
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
-from atlas_dagster_tests.dagster_stack import write_tenants
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.dagster_stack import write_tenants
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 TODAY = dt.datetime.now(dt.UTC).date()
 ALL = ("user", "casino", "transactions", "sportsbook")

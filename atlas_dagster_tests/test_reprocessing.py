@@ -26,10 +26,10 @@ from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant, load_tenants
-from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
-from atlas_dagster_tests.gold_support import gold_rows
+from testkit import gold_reference as reference
+from testkit.dagster_stack import DAGSTER_YAML, write_tenants
+from testkit.gold_support import gold_rows
 
 pytestmark = pytest.mark.slow  # real loads, gold runs and automation evaluations
 

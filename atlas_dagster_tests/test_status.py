@@ -24,8 +24,8 @@ from atlas_dagster_tests.backfill_log_rows import (
     log_rows,
     started_run,
 )
-from atlas_dagster_tests.dagster_stack import write_tenants
-from atlas_dagster_tests.load_support import load_day
+from testkit.dagster_stack import write_tenants
+from testkit.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
