@@ -16,7 +16,7 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.exports.fingerprint import changes, decode
 from atlas_dagster.exports.layout import ExportError, ExportSource
-from atlas_dagster.partitions import newest_first
+from atlas_dagster.partitions import newest_first, newest_first_key
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import Tenant
 
@@ -101,5 +101,5 @@ def scan_tenant(
             if not isinstance(now, ExportError) and (reason := changes(loaded[day], now)):
                 scan.changed.append(ChangedDay(tenant, domain, day, reason))
     # Newest day first across domains and tenants, as every launch path loads them.
-    scan.changed.sort(key=lambda c: (-c.partition_date.toordinal(), c.tenant.key, c.domain))
+    scan.changed.sort(key=lambda c: newest_first_key(c.partition_date, c.tenant.key, c.domain))
     return scan

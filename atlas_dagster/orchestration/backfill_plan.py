@@ -10,7 +10,7 @@ from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
 from atlas_dagster.monitoring.pace import read_pace
 from atlas_dagster.orchestration.selection import Selection, select_days
-from atlas_dagster.partitions import partition_key
+from atlas_dagster.partitions import newest_first, partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
@@ -142,7 +142,7 @@ def build_plan(
         with clickhouse.session() as client:
             ensure_schema(client)
             selected = select_days(client, tenant, plan.domains, window, selection)
-    for day in reversed(window):
+    for day in newest_first(window):
         for domain in plan.domains:
             # Before the domain's own start, or after: not one of the tenant's days.
             reason = selected.get((domain.name, day))
@@ -217,7 +217,7 @@ def estimate_duration(
         if size.export is not None:
             day = size.planned.partition_date
             rows_by_date[day] = rows_by_date.get(day, 0) + size.export.num_rows
-    ramp_dates = sorted(rows_by_date, reverse=True)[: load.ramp_up_days]
+    ramp_dates = newest_first(rows_by_date)[: load.ramp_up_days]
     ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
     rest_rows = sum(rows_by_date.values()) - ramp_rows
     seconds = pace.seconds(rest_rows, alone_rows=ramp_rows, limit=load.parallel_inserts)

@@ -38,7 +38,6 @@ from atlas_dagster.dagster_internals import (
     set_pool_limit,
     supports_pools,
 )
-from atlas_dagster.partitions import day_priority as day_priority  # raw_run.py imports it here
 from atlas_dagster.settings import INSERT_HARD_CAP, PARALLEL_INSERTS, SLOT_WAIT_SECONDS
 
 INSERT_POOL = "atlas_insert"
@@ -354,7 +353,3 @@ class InsertSlots:
             idle, self._idle = self._idle, []
         for step_key in idle:
             free_pool_slot(self.instance, self.run_id, step_key)
-
-
-# The former name, still imported by orchestration/raw_run.py until it is switched to InsertSlots.
-RunSlots = InsertSlots

@@ -54,11 +54,7 @@ from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
-from atlas_dagster.orchestration.pools import (
-    RunSlots,
-    day_priority,
-    ensure_insert_pool,
-)
+from atlas_dagster.orchestration.pools import InsertSlots, ensure_insert_pool
 from atlas_dagster.orchestration.raw_work import (
     RawResult,
     RawWork,
@@ -67,9 +63,9 @@ from atlas_dagster.orchestration.raw_work import (
     plan_works,
     tries_text,
 )
-from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.orchestration.scheduler import LoadScheduler, OrderedWork
 from atlas_dagster.orchestration.selection import Selection, parse, select_days
-from atlas_dagster.partitions import backfill_raw_partitions
+from atlas_dagster.partitions import backfill_raw_partitions, day_priority
 from atlas_dagster.partitions import partition_key as tenant_day_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
@@ -109,7 +105,7 @@ class RawRun:
         # Per tenant key: when its progress metadata was last read (monotonic seconds).
         self._progress_read: dict[str, float] = {}
         # The run's slots of the INSERT pool, set while its loads run.
-        self._slots: RunSlots | None = None
+        self._slots: InsertSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
         self._lines = DayLines(context.log)
         self._policy = RetryPolicy.from_settings(settings)
@@ -238,7 +234,7 @@ class RawRun:
         assert self._pressure is not None
         scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
             [
-                LoadSlot(
+                OrderedWork(
                     w, w.tenant.key, (w.tenant.key, w.domain.name), w.tenant_day.partition_date, i
                 )
                 for i, w in enumerate(works)
@@ -254,7 +250,7 @@ class RawRun:
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
             f"after each tenant's first {self.settings.ramp_up_days} day(s) pass one at a time"
         )
-        self._slots = RunSlots(
+        self._slots = InsertSlots(
             self.context.instance,
             self.run_id,
             RAW_STEP,

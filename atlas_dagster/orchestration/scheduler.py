@@ -314,7 +314,3 @@ class LoadScheduler(Generic[WorkT, ResultT]):
             if unfinished and on_cancel is not None and in_flight:
                 on_cancel([by_position[position].work for position in in_flight])
             self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-# The former name, still imported by orchestration/raw_run.py until it is switched to OrderedWork.
-LoadSlot = OrderedWork
