@@ -109,17 +109,21 @@ def _gold_requested(definitions: Definitions, instance: DagsterInstance, cursor=
 
 
 def _materialize_gold(definitions: Definitions, keys_by_table: dict[str, set[str]]) -> None:
+    """Each table's partitions in one ranged run (their span: a day between two requested ones
+    is replayed too, harmlessly), as automation's runs would replay them."""
     with DagsterInstance.get() as instance:
         for table, keys in keys_by_table.items():
-            for key in sorted(keys):
-                result = materialize(
-                    list(definitions.assets or []),
-                    selection=[table],
-                    instance=instance,
-                    resources=definitions.resources,
-                    partition_key=key,
-                )
-                assert result.success, (table, key)
+            result = materialize(
+                list(definitions.assets or []),
+                selection=[table],
+                instance=instance,
+                resources=definitions.resources,
+                tags={
+                    "dagster/asset_partition_range_start": min(keys),
+                    "dagster/asset_partition_range_end": max(keys),
+                },
+            )
+            assert result.success, (table, keys)
 
 
 def _assert_raw_and_gold_equal_the_export(clickhouse: ClickHouseResource, tenant: Tenant) -> None:
