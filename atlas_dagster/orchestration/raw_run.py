@@ -66,6 +66,7 @@ from atlas_dagster.orchestration.raw_work import (
     plan_works,
     tries_text,
 )
+from atlas_dagster.orchestration.resume import resume
 from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
 from atlas_dagster.partitions import backfill_raw_partitions
 from atlas_dagster.partitions import partition_key as tenant_day_key
@@ -174,6 +175,9 @@ class RawRun:
     ) -> Iterator[AssetMaterialization]:
         works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
         self._report_refused(refused, skipped)
+        # A relaunch after a crash: what an earlier attempt completed is not loaded again.
+        works, owed = resume(self.context, self.clickhouse, works)
+        yield from owed
         if not works:
             return
         scheduler = self._start(works, domains)

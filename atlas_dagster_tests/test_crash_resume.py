@@ -1,0 +1,135 @@
+"""The host dies mid-backfill: every process of `dagster dev` (webserver, daemon, code server,
+run worker) SIGKILLed while the backfill's ranged run is inside its INSERTs; `dagster dev` started
+again on the same DAGSTER_HOME and data directory finishes the backfill with no command: the
+stale-load sweep fails the dead run, Dagster's run retries relaunch it, the relaunch skips the
+days the dead run completed (orchestration/resume.py), and the backfill waits for it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, RunsFilter
+
+from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
+from atlas_dagster.core.tags import BACKFILL_ID_TAG
+from atlas_dagster.dagster_internals import pool_info
+from atlas_dagster.orchestration.pools import INSERT_POOL
+from atlas_dagster.tenants import load_tenants
+from atlas_dagster_tests.crash_support import (
+    days_of,
+    kill_everything,
+    log_states,
+    materialized_count,
+    raw_counts,
+    wait_until,
+    write_window,
+)
+from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
+
+pytestmark = pytest.mark.e2e
+
+ORG = "crash"
+DOMAINS = ["casino", "transactions"]
+DAYS = days_of(dt.date(2026, 10, 1), dt.date(2026, 10, 10))
+# An INSERT of about a second on this machine: the kill lands while days are loading.
+ROWS = 400_000
+# Killed once this many day-domains are reported (of 20): some done, some never started.
+KILL_AFTER = 5
+ENV = {"ATLAS_STALE_SWEEP_SECONDS": "5", "ATLAS_RAMP_UP_DAYS": "3"}
+# Bounds against a hang, never a measure of speed (the closing figures are printed).
+WAIT_SECONDS = 300
+
+
+def _key(day: dt.date) -> str:
+    return f"{day.isoformat()}|{ORG}.main"
+
+
+def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Path) -> None:
+    tenants_file = write_tenants(
+        tmp_path / "tenants.yaml",
+        [
+            {
+                "organization_id": ORG,
+                "brand_id": "main",
+                "source": f"file://{tmp_path / 'exports'}",
+                "start_date": DAYS[0].isoformat(),
+                "end_date": DAYS[-1].isoformat(),
+                "domains": DOMAINS,
+            }
+        ],
+    )
+    [tenant] = load_tenants(tenants_file)
+    write_window(tenant, DOMAINS, DAYS, ROWS)
+    total = len(DAYS) * len(DOMAINS)
+
+    with run_dagster_dev(tmp_path, tenants_file, ENV) as stack:
+        dsn = stack.env["ATLAS_CLICKHOUSE_DSN"]
+        api = DagsterApi(stack.url)
+        backfill_id = launch_like_the_ui(
+            api, [_key(d) for d in DAYS], [f"tbt_raw_events_{d}" for d in DOMAINS]
+        )
+        with DagsterInstance.from_config(str(stack.home)) as instance:
+            wait_until(
+                lambda: materialized_count(instance, backfill_id) >= KILL_AFTER,
+                WAIT_SECONDS,
+                stack.log_tail,
+            )
+            killed = kill_everything(stack.pid)
+            killed_at = time.monotonic()
+    print(f"killed {len(killed)} process(es)")
+
+    at_crash = log_states(dsn, ORG)
+    by_status = {s: [k for k, v in at_crash.items() if v["status"] == s] for s in ("completed",)}
+    running = [k for k, v in at_crash.items() if v["status"] == "running"]
+    completed = by_status["completed"]
+    never_started = total - len(at_crash)
+    print(
+        f"at the crash: {len(completed)} completed, {len(running)} running, "
+        f"{never_started} not started"
+    )
+    # Inside its INSERTs: not before the first day, not after the last.
+    assert completed and running and never_started > 0, at_crash
+
+    with run_dagster_dev(tmp_path, tenants_file, ENV) as stack:
+        restarted_at = time.monotonic()
+        api = DagsterApi(stack.url)
+        status = api.backfill_status(backfill_id)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while status["status"] not in FINISHED_BACKFILL_STATUSES:
+            assert time.monotonic() < deadline, f"backfill still {status}:\n{stack.log_tail()}"
+            time.sleep(1)
+            status = api.backfill_status(backfill_id)
+        finished_at = time.monotonic()
+        with DagsterInstance.from_config(str(stack.home)) as instance:
+            runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+            pool = pool_info(instance, INSERT_POOL)
+    print(
+        f"restart to backfill {status['status']}: {finished_at - restarted_at:.1f}s "
+        f"(crash to finish {finished_at - killed_at:.1f}s); runs: "
+        + ", ".join(
+            f"{r.run_id[:8]} {r.status.value} parent={str(r.parent_run_id)[:8]}" for r in runs
+        )
+    )
+
+    assert status["status"] == "COMPLETED_SUCCESS", (status, stack.log_tail(120))
+    [retry, crashed] = sorted(runs, key=lambda r: r.parent_run_id is None)
+    assert retry.parent_run_id == crashed.run_id and crashed.status.value == "FAILURE"
+    assert retry.status.value == "SUCCESS"
+
+    after = log_states(dsn, ORG)
+    counts = raw_counts(dsn, ORG, DOMAINS)
+    expected = {(d, day) for d in DOMAINS for day in DAYS}
+    assert set(after) == expected and all(v["status"] == "completed" for v in after.values())
+    assert counts == {k: ROWS for k in expected}, counts
+    # Completed before the crash: not loaded again (same attempt, same run).
+    for key in completed:
+        assert after[key]["attempt"] == at_crash[key]["attempt"], (key, after[key])
+        assert after[key]["run_id"] == crashed.run_id
+    # Running at the crash: loaded again by the relaunch, as the next attempt.
+    for key in running:
+        assert after[key]["run_id"] == retry.run_id
+        assert after[key]["attempt"] == at_crash[key]["attempt"] + 1
+    assert pool.claimed_slots == [], pool.claimed_slots
