@@ -7,12 +7,17 @@ import contextlib
 import datetime as dt
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, RunsFilter
 
+from atlas_dagster.cli.dagster_dev import DagsterStack, free_port
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
@@ -51,12 +56,13 @@ def process_tree(root: int) -> list[int]:
     return found
 
 
-def kill_everything(root: int) -> list[int]:
-    """SIGKILL to the root's process group and to every descendant (a run worker may sit in
+def kill_everything(roots: list[int]) -> list[int]:
+    """SIGKILL to each root's process group and to every descendant (a run worker may sit in
     another group): nothing of the stack gets to clean up. Returns the pids killed."""
-    pids = process_tree(root)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(root, signal.SIGKILL)
+    pids = [pid for root in roots for pid in process_tree(root)]
+    for root in roots:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(root, signal.SIGKILL)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -73,6 +79,26 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def table_folder(data_dir: Path, table: str) -> Path:
+    """The embedded engine's folder of `atlas.<table>` (Atomic database: by the table's uuid)."""
+    uuid = (data_dir / "metadata" / "atlas" / f"{table}.sql").read_text().split("'")[1]
+    return data_dir / "store" / uuid[:3] / uuid
+
+
+def wait_for_insert(folders: list[Path], timeout: float, explain: Callable[[], str]) -> None:
+    """Until a part is being written in one of the folders (tmp_insert_*): an INSERT is in
+    progress, its day logged 'running'. Polled from the file system: the loading process holds
+    the engine, so the test cannot query it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for folder in folders:
+            with contextlib.suppress(FileNotFoundError):
+                if any(p.name.startswith("tmp_insert") for p in folder.iterdir()):
+                    return
+        assert time.monotonic() < deadline, explain()
+        time.sleep(0.002)
 
 
 def materialized_count(instance: DagsterInstance, backfill_id: str) -> int:
@@ -119,3 +145,67 @@ def raw_counts(
             )
             counts |= {(domain, day): int(n) for day, n in result.result_rows}
     return counts
+
+
+@contextlib.contextmanager
+def webserver_and_daemon(
+    env: dict[str, str], log_dir: Path
+) -> Iterator[tuple[DagsterStack, list[int]]]:
+    """`dagster-webserver` and `dagster-daemon run` started separately, as a production host runs
+    them (each in its own session); yields the stack and both root pids; stops them after."""
+    port = free_port()
+    bin_dir = Path(sys.executable).parent
+    location = ["-m", "atlas_dagster.definitions"]
+    commands = {
+        "webserver": [
+            str(bin_dir / "dagster-webserver"),
+            *location,
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        "daemon": [str(bin_dir / "dagster-daemon"), "run", *location],
+    }
+    processes: list[subprocess.Popen] = []
+    try:
+        for name, command in commands.items():
+            with open(log_dir / f"{name}.log", "ab") as log:
+                processes.append(
+                    subprocess.Popen(
+                        command,
+                        cwd=env["ATLAS_HOME"],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        stack = DagsterStack(
+            f"http://127.0.0.1:{port}",
+            Path(env["DAGSTER_HOME"]),
+            env,
+            log_dir / "daemon.log",
+            processes[0].pid,
+        )
+        wait_until(lambda: _answers(stack.url), 120, stack.log_tail)
+        yield stack, [p.pid for p in processes]
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False

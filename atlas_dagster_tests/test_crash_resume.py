@@ -1,19 +1,23 @@
-"""The host dies mid-backfill: every process of `dagster dev` (webserver, daemon, code server,
-run worker) SIGKILLed while the backfill's ranged run is inside its INSERTs; `dagster dev` started
-again on the same DAGSTER_HOME and data directory finishes the backfill with no command: the
-stale-load sweep fails the dead run, Dagster's run retries relaunch it, the relaunch skips the
-days the dead run completed (orchestration/resume.py), and the backfill waits for it."""
+"""The host dies mid-backfill: every process of the stack (webserver, daemon, code server, run
+worker) SIGKILLed while the backfill's ranged run is inside its INSERTs; the stack started again
+on the same DAGSTER_HOME and data directory finishes the backfill with no command: the stale-load
+sweep fails the dead run, Dagster's run retries relaunch it, the relaunch skips the days the dead
+run completed (orchestration/resume.py), and the backfill waits for it. Once as `dagster dev` on
+the default SQLite instance, once as webserver + daemon started separately on PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, RunsFilter
+from dagster import RunsFilter
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
+from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.dagster_internals import pool_info
 from atlas_dagster.orchestration.pools import INSERT_POOL
@@ -24,10 +28,24 @@ from atlas_dagster_tests.crash_support import (
     log_states,
     materialized_count,
     raw_counts,
+    table_folder,
+    wait_for_insert,
     wait_until,
+    webserver_and_daemon,
     write_window,
 )
-from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
+from atlas_dagster_tests.dagster_stack import (
+    isolated_env,
+    launch_like_the_ui,
+    run_dagster_dev,
+    write_tenants,
+)
+from atlas_dagster_tests.postgres_server import (
+    PostgresServer,
+    instance_at,
+    postgres_instance_yaml,
+    postgres_server,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +65,36 @@ def _key(day: dt.date) -> str:
     return f"{day.isoformat()}|{ORG}.main"
 
 
-def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _stack(
+    work: Path, tenants_file: Path, server: PostgresServer | None
+) -> Iterator[tuple[DagsterStack, list[int]]]:
+    """`dagster dev` on the default instance, or webserver + daemon on the PostgreSQL one; with
+    the roots of its process trees."""
+    if server is None:
+        with run_dagster_dev(work, tenants_file, ENV) as stack:
+            yield stack, [stack.pid]
+        return
+    env = isolated_env(work, tenants_file, {**server.env, **ENV}, postgres_instance_yaml())
+    with webserver_and_daemon(env, work) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _server(storage: str) -> Iterator[PostgresServer | None]:
+    if storage == "sqlite":
+        yield None
+        return
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    "storage", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_backfill_killed_with_its_host_finishes_after_the_restart(
+    tmp_path: Path, storage: str
+) -> None:
     tenants_file = write_tenants(
         tmp_path / "tenants.yaml",
         [
@@ -63,28 +110,34 @@ def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Pa
     )
     [tenant] = load_tenants(tenants_file)
     write_window(tenant, DOMAINS, DAYS, ROWS)
-    total = len(DAYS) * len(DOMAINS)
+    with _server(storage) as server:
+        _crash_and_restart(tmp_path, tenants_file, server)
 
-    with run_dagster_dev(tmp_path, tenants_file, ENV) as stack:
+
+def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | None) -> None:
+    total = len(DAYS) * len(DOMAINS)
+    with _stack(work, tenants_file, server) as (stack, roots):
         dsn = stack.env["ATLAS_CLICKHOUSE_DSN"]
         api = DagsterApi(stack.url)
         backfill_id = launch_like_the_ui(
             api, [_key(d) for d in DAYS], [f"tbt_raw_events_{d}" for d in DOMAINS]
         )
-        with DagsterInstance.from_config(str(stack.home)) as instance:
+        with instance_at(stack.home, stack.env) as instance:
             wait_until(
                 lambda: materialized_count(instance, backfill_id) >= KILL_AFTER,
                 WAIT_SECONDS,
                 stack.log_tail,
             )
-            killed = kill_everything(stack.pid)
+            data_dir = Path(dsn[len("chdb://") :])
+            folders = [table_folder(data_dir, f"tbt_raw_events_{d}") for d in DOMAINS]
+            wait_for_insert(folders, WAIT_SECONDS, stack.log_tail)
+            killed = kill_everything(roots)
             killed_at = time.monotonic()
     print(f"killed {len(killed)} process(es)")
 
     at_crash = log_states(dsn, ORG)
-    by_status = {s: [k for k, v in at_crash.items() if v["status"] == s] for s in ("completed",)}
+    completed = [k for k, v in at_crash.items() if v["status"] == "completed"]
     running = [k for k, v in at_crash.items() if v["status"] == "running"]
-    completed = by_status["completed"]
     never_started = total - len(at_crash)
     print(
         f"at the crash: {len(completed)} completed, {len(running)} running, "
@@ -93,7 +146,7 @@ def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Pa
     # Inside its INSERTs: not before the first day, not after the last.
     assert completed and running and never_started > 0, at_crash
 
-    with run_dagster_dev(tmp_path, tenants_file, ENV) as stack:
+    with _stack(work, tenants_file, server) as (stack, _):
         restarted_at = time.monotonic()
         api = DagsterApi(stack.url)
         status = api.backfill_status(backfill_id)
@@ -103,9 +156,10 @@ def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Pa
             time.sleep(1)
             status = api.backfill_status(backfill_id)
         finished_at = time.monotonic()
-        with DagsterInstance.from_config(str(stack.home)) as instance:
+        with instance_at(stack.home, stack.env) as instance:
             runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
             pool = pool_info(instance, INSERT_POOL)
+        tail = stack.log_tail(120)
     print(
         f"restart to backfill {status['status']}: {finished_at - restarted_at:.1f}s "
         f"(crash to finish {finished_at - killed_at:.1f}s); runs: "
@@ -114,7 +168,7 @@ def test_a_backfill_killed_with_its_host_finishes_after_the_restart(tmp_path: Pa
         )
     )
 
-    assert status["status"] == "COMPLETED_SUCCESS", (status, stack.log_tail(120))
+    assert status["status"] == "COMPLETED_SUCCESS", (status, tail)
     [retry, crashed] = sorted(runs, key=lambda r: r.parent_run_id is None)
     assert retry.parent_run_id == crashed.run_id and crashed.status.value == "FAILURE"
     assert retry.status.value == "SUCCESS"
