@@ -1,7 +1,7 @@
 """A relaunched raw run resumes its family: days an earlier attempt completed are not loaded again.
 
-A run relaunched after a crash (Dagster's run retries, or the stale-load sweep's relaunch when
-the instance has none) has a parent run; its family is its run group (same root run). A day whose
+A run relaunched after a crash (Dagster's run retries, or a person's "re-execute from failure")
+has a parent run; its family is its run group (same root run). A day whose
 current backfill_log state is 'completed' by a run of the family is skipped; a day the dead run
 was loading is 'failed' by then (the sweep) and loads again, as do the days it never started.
 A skipped day with no materialization in the family gets one here: a run reports each day one
@@ -31,8 +31,9 @@ from atlas_dagster.resources.connection import query_rows
 
 
 def earlier_attempts(instance: DagsterInstance, run: DagsterRun) -> list[str]:
-    """The other runs of the run's group when it re-executes one (none for a first run)."""
-    if run.parent_run_id is None:
+    """The other runs of the run's group when it re-executes one from its failure, as Dagster's
+    run retries do (none for a first run; none for "re-execute all", which reloads)."""
+    if run.parent_run_id is None or not run.is_resume_retry:
         return []
     group = instance.get_run_group(run.run_id)
     runs = group[1] if group is not None else []
