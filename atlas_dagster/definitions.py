@@ -13,6 +13,7 @@ from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.assets.report import report_definitions_parts
 from atlas_dagster.orchestration.automation import gold_automation_sensor
 from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
+from atlas_dagster.orchestration.redelivery import redelivery_sensor
 from atlas_dagster.orchestration.sensors import backfill_log_sensors
 from atlas_dagster.orchestration.verify_job import verify_raw_job
 from atlas_dagster.partitions import partitions_for
@@ -93,8 +94,13 @@ def report_definitions(tenants: Sequence[Tenant], settings: Settings) -> Definit
     return Definitions(assets=[asset], jobs=[job], schedules=[daily], sensors=[after_loads])
 
 
-def monitoring_definitions(settings: Settings) -> Definitions:
-    return Definitions(sensors=backfill_log_sensors(settings.stale_sweep_seconds))
+def monitoring_definitions(tenants: Sequence[Tenant], settings: Settings) -> Definitions:
+    return Definitions(
+        sensors=[
+            *backfill_log_sensors(settings.stale_sweep_seconds),
+            redelivery_sensor(tenants, settings.redelivery_seconds),
+        ]
+    )
 
 
 def build_definitions(environ: Mapping[str, str] = os.environ) -> Definitions:
@@ -108,7 +114,7 @@ def build_definitions(environ: Mapping[str, str] = os.environ) -> Definitions:
         raw_definitions(tenants, partitions),
         gold_definitions(tenants, partitions, embedded, settings),
         orchestration_definitions(),
-        monitoring_definitions(settings),
+        monitoring_definitions(tenants, settings),
         report_definitions(tenants, settings),
         Definitions(
             resources={"clickhouse": clickhouse, SETTINGS_KEY: AtlasSettings.wired(environ)}

@@ -1,4 +1,5 @@
-"""The date|tenant partitions shared by every raw and gold asset, derived from the tenants file."""
+"""The date|tenant partitions shared by every raw and gold asset, derived from the tenants file,
+and the one order of work over them: the newest day first (`newest_first_key`, `day_priority`)."""
 
 from __future__ import annotations
 
@@ -134,7 +135,30 @@ def split_key(partition_key: MultiPartitionKey | str) -> tuple[dt.date, str]:
     return dt.date.fromisoformat(day), tenant
 
 
+# The runbook loads from the most recent day to the oldest. Every ordering of days (a run's
+# works, its ramp-up days, the queue's and the pool's priorities, what the CLI lists) goes through
+# the two functions below, so that the rule has one home.
+_PRIORITY_EPOCH = dt.date(2000, 1, 1)
+
+
+def newest_first_key(day: dt.date, *then: str) -> tuple[int | str, ...]:
+    """The sort key of the one order: the newest day first, then `then` (tenant, domain, …)
+    ascending."""
+    return (-day.toordinal(), *then)
+
+
+def newest_first(days: Iterable[dt.date]) -> list[dt.date]:
+    """Days in the order the project loads and lists them."""
+    return sorted(days, key=newest_first_key)
+
+
+def day_priority(day: dt.date) -> int:
+    """The same order as a priority (the run queue's `dagster/priority`, a pool claim's): higher
+    for newer days, so that contended slots and queued runs go to the newest day first."""
+    return day.toordinal() - _PRIORITY_EPOCH.toordinal()
+
+
 def tenant_days_newest_first(partition_keys: Iterable[MultiPartitionKey | str]) -> list[TenantDay]:
     """The partitions of a run (one key or a range), newest day first, then by tenant."""
     days = [TenantDay(*split_key(key)) for key in partition_keys]
-    return sorted(days, key=lambda d: (-d.partition_date.toordinal(), d.tenant_key))
+    return sorted(days, key=lambda d: newest_first_key(d.partition_date, d.tenant_key))

@@ -226,6 +226,15 @@ LIABILITY_LOOKBACK_DAYS = Bounded(
 STALE_SWEEP_SECONDS = Bounded(
     "ATLAS_STALE_SWEEP_SECONDS", 30, 1, 86_400, "seconds between two sweeps of stale loads"
 )
+# Re-delivered exports cost a listing per tenant-domain window to find (bench/bench_changes.py):
+# every 15 minutes by default, for the tenants with reload_changed only.
+REDELIVERY_SECONDS = Bounded(
+    "ATLAS_REDELIVERY_SECONDS",
+    900,
+    30,
+    86_400,
+    "seconds between two scans for re-delivered exports (tenants with reload_changed)",
+)
 AUTOMATION_SECONDS = Bounded(
     "ATLAS_AUTOMATION_SECONDS", 30, 5, 3_600, "seconds between two gold automation ticks"
 )
@@ -295,6 +304,9 @@ class Settings:
     liability_lookback_days: int = LIABILITY_LOOKBACK_DAYS.default
     # ATLAS_STALE_SWEEP_SECONDS: how often the stale-load sweep sensor runs.
     stale_sweep_seconds: int = STALE_SWEEP_SECONDS.default
+    # ATLAS_REDELIVERY_SECONDS: how often the re-delivery sensor lists the exports of the
+    # tenants with reload_changed: true.
+    redelivery_seconds: int = REDELIVERY_SECONDS.default
     # ATLAS_AUTOMATION_SECONDS: how often the gold automation sensor ticks (gold of a landed
     # tenant-day is requested within two ticks).
     automation_seconds: int = AUTOMATION_SECONDS.default
@@ -328,6 +340,7 @@ class Settings:
                 "liability_lookback_days": lambda: LIABILITY_LOOKBACK_DAYS.parse(environ),
                 "stale_sweep_seconds": lambda: STALE_SWEEP_SECONDS.parse(environ),
                 "automation_seconds": lambda: AUTOMATION_SECONDS.parse(environ),
+                "redelivery_seconds": lambda: REDELIVERY_SECONDS.parse(environ),
                 "backfill_wait_seconds": lambda: BACKFILL_WAIT_SECONDS.parse(environ),
                 "report_cron": lambda: _report_cron(environ),
             }

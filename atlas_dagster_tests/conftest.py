@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from atlas_dagster.resources.atlas_settings import RESOURCE_KEY, AtlasSettings
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 
@@ -58,12 +57,6 @@ def make_tenant(tmp_path: Path):
         return Tenant(f"org{n}", "main", f"file://{tmp_path / 'exports'}", start, end, domains)
 
     return _make
-
-
-def run_resources(clickhouse: ClickHouseResource) -> dict[str, object]:
-    """A raw run's resources as the code location wires them: ClickHouse, and the tunables
-    from this process's environment (a test's monkeypatch.setenv included), as EnvVars."""
-    return {"clickhouse": clickhouse, RESOURCE_KEY: AtlasSettings.wired()}
 
 
 def scalar(clickhouse: ClickHouseResource, text: str, **parameters: object):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atlas_dagster.tenants import Tenant, load_tenants
-from atlas_dagster_tests.dagster_stack import write_tenants
+from testkit.dagster_stack import write_tenants
 
 CLI = str(Path(sys.executable).parent / "atlas-dagster")
 

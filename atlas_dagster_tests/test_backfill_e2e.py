@@ -30,8 +30,8 @@ from atlas_dagster.core.tags import BACKFILL_ID_TAG, HELD_TAG, PRIORITY_TAG
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
-from atlas_dagster_tests.insert_timeline import insert_intervals, max_overlap
+from testkit.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
+from testkit.insert_timeline import insert_intervals, max_overlap
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,7 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.gold_support import materialize_range
+from testkit.gold_support import materialize_range
 
 pytestmark = pytest.mark.slow  # real runs
 

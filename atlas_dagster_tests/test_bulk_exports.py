@@ -12,9 +12,9 @@ from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import ExportSource
 from atlas_dagster.loading.day_load import PreparedDay, diagnose_rows
 from atlas_dagster.validation.schema import check_schema
-from atlas_dagster_tests.bulk_exports import bulk_table, ensure_bulk_day, write_bulk_day
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.load_support import load_day
+from testkit.bulk_exports import bulk_table, ensure_bulk_day, write_bulk_day
+from testkit.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

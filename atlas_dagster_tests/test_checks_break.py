@@ -32,7 +32,7 @@ from atlas_dagster.loading import backfill_log, day_load
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import run_command
 from atlas_dagster.tenants import Tenant, load_tenants
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, REPO, write_tenants
+from testkit.dagster_stack import DAGSTER_YAML, REPO, write_tenants
 
 pytestmark = pytest.mark.slow  # real loads, runs and a code server
 

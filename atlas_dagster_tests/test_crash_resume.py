@@ -22,7 +22,7 @@ from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.dagster_internals import pool_info
 from atlas_dagster.orchestration.pools import INSERT_POOL
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.crash_support import (
+from testkit.crash_support import (
     days_of,
     kill_everything,
     log_states,
@@ -34,13 +34,13 @@ from atlas_dagster_tests.crash_support import (
     webserver_and_daemon,
     write_window,
 )
-from atlas_dagster_tests.dagster_stack import (
+from testkit.dagster_stack import (
     isolated_env,
     launch_like_the_ui,
     run_dagster_dev,
     write_tenants,
 )
-from atlas_dagster_tests.postgres_server import (
+from testkit.postgres_server import (
     PostgresServer,
     instance_at,
     postgres_instance_yaml,

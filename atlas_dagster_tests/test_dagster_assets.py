@@ -22,8 +22,9 @@ from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster_tests.conftest import log_row, run_resources
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML
+from atlas_dagster_tests.conftest import log_row
+from testkit.dagster_stack import DAGSTER_YAML
+from testkit.load_support import run_resources
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -193,7 +193,7 @@ def test_batched_check_evaluations_read_back_as_dagsters_own_on_sqlite(tmp_path:
 
 @pytest.mark.postgres
 def test_batched_check_evaluations_read_back_as_dagsters_own_on_postgres(tmp_path: Path) -> None:
-    from atlas_dagster_tests.postgres_server import (
+    from testkit.postgres_server import (
         instance_at,
         postgres_instance_yaml,
         postgres_server,

@@ -20,7 +20,7 @@ from atlas_dagster.settings import (
     LOAD_BOUNDS,
     LoadSettings,
 )
-from atlas_dagster_tests.dagster_stack import write_tenants
+from testkit.dagster_stack import write_tenants
 
 SERVER_DSN = "http://atlas:s3cret-pw@127.0.0.1:8123"
 LOAD_VARIABLES = (

@@ -24,7 +24,7 @@ from atlas_dagster.scope import OutsideDomainWindow, check_scope
 from atlas_dagster.tenants import TenantConfigError, load_tenants
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.load_support import load_day
+from testkit.load_support import load_day
 
 DAY = dt.date(2026, 9, 7)
 CASINO = get_domain("casino")

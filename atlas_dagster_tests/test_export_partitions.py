@@ -21,7 +21,7 @@ from atlas_dagster.reporting.advice import diagnose
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster.validation.schema import ValidationError, column_readings
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.load_support import load_day
+from testkit.load_support import load_day
 
 DAY = dt.date(2026, 9, 7)
 CASINO = get_domain("casino")

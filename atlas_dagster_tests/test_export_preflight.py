@@ -19,7 +19,7 @@ from atlas_dagster.exports.layout import SUCCESS_MARKER, tenant_root
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
 from atlas_dagster_tests.conftest import scalar
-from atlas_dagster_tests.dagster_stack import write_tenants
+from testkit.dagster_stack import write_tenants
 
 FIRST, LAST = dt.date(2026, 9, 5), dt.date(2026, 9, 8)
 NEGATIVE_DAY, FOOTER_DAY, EMPTY_DAY = dt.date(2026, 9, 8), dt.date(2026, 9, 7), dt.date(2026, 9, 6)

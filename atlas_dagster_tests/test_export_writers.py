@@ -19,16 +19,16 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.loading.day_load import count_day
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.export_writers import (
+from testkit import gold_reference as reference
+from testkit.export_writers import (
     DAYS,
     EMPTY_DAY_WRITER,
     NANOSECOND_WRITERS,
     ROWS,
     WRITERS,
 )
-from atlas_dagster_tests.gold_support import generated, gold_rows, materialize_range
+from testkit.gold_support import generated, gold_rows, materialize_range
 
 pytestmark = pytest.mark.slow  # a ranged run of 2 days x 4 domains and gold per writer
 

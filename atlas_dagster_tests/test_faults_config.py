@@ -17,8 +17,8 @@ from atlas_dagster.cli.dagster_dev import free_port
 from atlas_dagster.core.waits import WaitTimeout
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.tenants import TenantConfigError, load_tenants
-from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.faults_support import cli, fault_site
+from testkit.dagster_stack import write_tenants
 
 pytestmark = pytest.mark.slow  # each case runs the CLI in its own process
 

@@ -26,8 +26,7 @@ from atlas_dagster.resources.embedded_engine import (
     acquire_file_lock,
     release_file_lock,
 )
-from atlas_dagster_tests.bulk_exports import write_bulk_day
-from atlas_dagster_tests.conftest import log_row, run_resources
+from atlas_dagster_tests.conftest import log_row
 from atlas_dagster_tests.faults_support import (
     LOCK_HOLDER,
     RAW_CHDB_HOLDER,
@@ -36,7 +35,8 @@ from atlas_dagster_tests.faults_support import (
     fault_site,
     python,
 )
-from atlas_dagster_tests.load_support import load_day
+from testkit.bulk_exports import write_bulk_day
+from testkit.load_support import load_day, run_resources
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 

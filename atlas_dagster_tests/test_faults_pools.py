@@ -18,14 +18,13 @@ from atlas_dagster.orchestration.pools import (
     CLAIM_POLL_SECONDS,
     INSERT_POOL,
     RECLAIM_SECONDS,
-    RunSlots,
+    InsertSlots,
     SlotWaitTimeout,
     claims,
     reclaim_dead_claims,
 )
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.embedded_engine import other_waiters
-from atlas_dagster_tests.bulk_exports import write_bulk_day
 from atlas_dagster_tests.faults_support import (
     LOCK_HOLDER,
     PASS_ENDS,
@@ -35,6 +34,7 @@ from atlas_dagster_tests.faults_support import (
     python,
     wait_for_table_part,
 )
+from testkit.bulk_exports import write_bulk_day
 
 pytestmark = pytest.mark.slow  # real engine processes, kills and servers
 
@@ -100,8 +100,8 @@ def test_a_waiting_insert_names_the_holders_and_gives_up_at_its_bound(tmp_path: 
         waiter = create_run_for_test(instance, job_name="j", status=DagsterRunStatus.STARTED)
         log = Lines()
         clock = FakeClock()
-        held = RunSlots(instance, holder.run_id, "raw_events", lambda: False)
-        waiting = RunSlots(
+        held = InsertSlots(instance, holder.run_id, "raw_events", lambda: False)
+        waiting = InsertSlots(
             instance,
             waiter.run_id,
             "raw_events",

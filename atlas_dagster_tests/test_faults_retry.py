@@ -26,9 +26,9 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.gold_support import materialize_range
-from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.gold_support import materialize_range
+from testkit.s3_proxy import FaultPlan, s3_proxy
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # real runs, a real S3 server
 

@@ -20,10 +20,10 @@ from atlas_dagster.loading.day_load import insert_day
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.day_exclusion import DayBusyError
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.fake_clickhouse import Request, fake_clickhouse, prepared_day
 from atlas_dagster_tests.faults_support import Process, python
-from atlas_dagster_tests.postgres_server import (
+from testkit.dagster_stack import write_tenants
+from testkit.postgres_server import (
     PostgresServer,
     postgres_instance_yaml,
     postgres_server,

@@ -29,10 +29,10 @@ from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.core.tags import BACKFILL_ID_TAG, COVERED_BY_TAG, FLEET_LEADER_TAG
 from atlas_dagster.dagster_internals import SUBSET_PLANNED_EVENTS_ENV
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import launch_like_the_ui, write_tenants
-from atlas_dagster_tests.fleet_order import date_of, tenant_of, unexplained_inversions
-from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap
-from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
+from testkit.dagster_stack import launch_like_the_ui, write_tenants
+from testkit.fleet_order import date_of, tenant_of, unexplained_inversions
+from testkit.insert_timeline import InsertInterval, insert_intervals, max_overlap
+from testkit.postgres_server import dagster_dev, stack_instance
 
 pytestmark = pytest.mark.e2e  # a real dagster dev / daemon
 

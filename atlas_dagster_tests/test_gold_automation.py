@@ -25,8 +25,8 @@ from atlas_dagster.partitions import partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.settings import AUTOMATION_SECONDS, Settings, SettingsError
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests.conftest import run_resources
-from atlas_dagster_tests.gold_support import materialize_raw
+from testkit.gold_support import materialize_raw
+from testkit.load_support import run_resources
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -10,7 +10,7 @@ from atlas_dagster.assets import gold
 from atlas_dagster.assets.gold import RECONCILES_RAW, VERIFY_JOB_NAME, gold_assets, verify_gold_job
 from atlas_dagster.gold.replay import replay_day
 from atlas_dagster.partitions import partitions_for
-from atlas_dagster_tests.gold_support import generated, load
+from testkit.gold_support import generated, load
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

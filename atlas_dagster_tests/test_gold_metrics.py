@@ -10,8 +10,8 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests import gold_reference as reference
-from atlas_dagster_tests.gold_support import generated, gold_rows, load
+from testkit import gold_reference as reference
+from testkit.gold_support import generated, gold_rows, load
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

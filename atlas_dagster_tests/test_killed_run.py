@@ -21,9 +21,9 @@ from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.bulk_exports import write_bulk_day
-from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
 from atlas_dagster_tests.faults_support import wait_for_table_part
+from testkit.bulk_exports import write_bulk_day
+from testkit.dagster_stack import run_dagster_dev, write_tenants
 
 pytestmark = pytest.mark.e2e
 

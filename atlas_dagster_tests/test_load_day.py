@@ -19,7 +19,7 @@ from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.scope import PartitionOutOfScope
 from atlas_dagster.validation.schema import ValidationError
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.load_support import load_day
+from testkit.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -9,7 +9,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from atlas_dagster import sql
-from atlas_dagster_tests.dagster_stack import REPO
+from testkit.dagster_stack import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
@@ -55,7 +55,7 @@ def test_sql_is_read_as_package_data() -> None:
 
 
 def test_production_code_never_imports_test_helpers_or_test_only_dependencies() -> None:
-    test_only = {"atlas_dagster_tests", "bench", "numpy", "pytest", "playwright"}
+    test_only = {"atlas_dagster_tests", "testkit", "bench", "numpy", "pytest", "playwright"}
     offenders = []
     for path in (REPO / "atlas_dagster").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import random
 import threading
 import time
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, instance_for_test
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
+from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
     WAITING_READ_SECONDS,
     ClaimCanceled,
+    InsertSlots,
     PoolLimitError,
-    RunSlots,
     ensure_insert_pool,
+    holders,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
+from testkit.gold_support import materialize_range
 
 
 def _limit(instance: DagsterInstance) -> int | None:
@@ -81,7 +86,7 @@ SIGNAL_SECONDS = 60.0
 
 
 class FakeClock:
-    """A RunSlots clock that moves only when the test says so."""
+    """A InsertSlots clock that moves only when the test says so."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -91,7 +96,7 @@ class FakeClock:
 
 
 class Waiting:
-    """A RunSlots `sleep` hook: the claim it is called from tried and got no slot, so it waits
+    """A InsertSlots `sleep` hook: the claim it is called from tried and got no slot, so it waits
     its turn as a pending claim of the pool. Sets `event`, then polls again shortly after."""
 
     def __init__(self) -> None:
@@ -112,8 +117,8 @@ def _never_waits(seconds: float) -> None:
 def _take(
     instance, run_id: str, key: str, priority: int, canceled, order: list[str], waiting: Waiting
 ) -> None:
-    """Another run's INSERT: one claim through RunSlots, its slot freed at its end."""
-    slots = RunSlots(instance, run_id, "raw_events", lambda: False, sleep=waiting)
+    """Another run's INSERT: one claim through InsertSlots, its slot freed at its end."""
+    slots = InsertSlots(instance, run_id, "raw_events", lambda: False, sleep=waiting)
     with slots.slot(key, priority, canceled):
         order.append(key)
 
@@ -136,7 +141,7 @@ def test_slots_are_capped_and_go_to_the_newest_day_first() -> None:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
         order: list[str] = []
-        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        held = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
         with held.slot("held", 100, canceled):
             waiters = [
                 _waiter(instance, key, priority, canceled, order)
@@ -158,15 +163,71 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         canceled = threading.Event()
-        held = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+        held = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
         with held.slot("held", 1, threading.Event()):
             canceled.set()
-            waiting = RunSlots(instance, _started_run(instance), "raw_events", lambda: False)
+            waiting = InsertSlots(instance, _started_run(instance), "raw_events", lambda: False)
             with pytest.raises(ClaimCanceled):
                 with waiting.slot("waiting", 2, canceled):
                     pass
         info = instance.event_log_storage.get_concurrency_info(INSERT_POOL)
         assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def test_a_pool_an_operator_set_to_zero_stops_new_inserts_until_raised() -> None:
+    """0 is the operator's stop: a run starting does not re-seed it from
+    ATLAS_MAX_PARALLEL_INSERTS, its claims wait (saying why) and go once the pool is raised."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        assert ensure_insert_pool(instance, 3) == 3  # the run plans for its full width…
+        assert _limit(instance) == 0  # …and the operator's stop stays
+        assert "set to 0: INSERTs are stopped" in holders(instance)
+        canceled = threading.Event()
+        order: list[str] = []
+        thread, waiting = _waiter(instance, "day 5", 5, canceled, order)
+        try:
+            thread.start()
+            waiting.wait("the claim")  # it tried and got no slot
+            assert order == [] and _claimed(instance) == []
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            thread.join(timeout=SIGNAL_SECONDS)
+        finally:
+            canceled.set()  # a claim still waiting (the failure case) gives up
+            thread.join(timeout=SIGNAL_SECONDS)
+        assert order == ["day 5"]
+
+
+def test_a_stop_takes_the_slot_a_run_keeps_at_the_end_of_its_insert() -> None:
+    """A run keeps its slot between INSERTs while nobody waits; a pool lowered to 0 meanwhile
+    gets it back when the INSERT in flight ends, and the run's next INSERT waits for a raise."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        waiting = Waiting()
+        slots = InsertSlots(
+            instance, _started_run(instance), "raw_events", lambda: True, sleep=waiting
+        )
+        canceled = threading.Event()
+        with slots.slot("day 9", 9, canceled):
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        assert _claimed(instance) == []  # not kept: the operator stopped the pool
+        order: list[str] = []
+
+        def next_insert() -> None:
+            with slots.slot("day 8", 8, canceled):
+                order.append("day 8")
+
+        thread = threading.Thread(target=next_insert)
+        try:
+            thread.start()
+            waiting.wait("the run's next INSERT")
+            assert order == []
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            thread.join(timeout=SIGNAL_SECONDS)
+        finally:
+            canceled.set()
+            thread.join(timeout=SIGNAL_SECONDS)
+        assert order == ["day 8"]
+        slots.release()
 
 
 def _claimed(instance: DagsterInstance) -> list[tuple[str, str]]:
@@ -179,7 +240,7 @@ def test_a_run_keeps_its_slot_between_inserts_while_nobody_waits() -> None:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
         run_id = _started_run(instance)
         more = [True]
-        slots = RunSlots(instance, run_id, "raw_events", lambda: more[0])
+        slots = InsertSlots(instance, run_id, "raw_events", lambda: more[0])
         canceled = threading.Event()
         with slots.slot("raw_events[casino|day 3]", 3, canceled):
             first = _claimed(instance)
@@ -206,7 +267,7 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
     end of the current INSERT, before this run's next (older) day."""
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
-        slots = RunSlots(instance, _started_run(instance), "raw_events", lambda: True)
+        slots = InsertSlots(instance, _started_run(instance), "raw_events", lambda: True)
         canceled = threading.Event()
         order: list[str] = []
         other, waiting = _waiter(instance, "newer", 20, canceled, order)
@@ -227,7 +288,7 @@ def test_a_kept_slot_goes_to_a_waiting_claim_of_another_run() -> None:
 
 
 def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound() -> None:
-    """RunSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
+    """InsertSlots reads "does another claim wait?" at most every WAITING_READ_SECONDS: within that
     bound a kept slot stays kept on a stale "no" (the read is what cost the load), and the first
     INSERT to end after it reads again and gives the slot to the waiting claim.
 
@@ -235,7 +296,7 @@ def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
         clock = FakeClock()
-        slots = RunSlots(
+        slots = InsertSlots(
             instance,
             _started_run(instance),
             "raw_events",
@@ -267,3 +328,50 @@ def test_a_waiting_claim_is_seen_once_the_runs_last_read_is_older_than_its_bound
         assert order == ["day 10", "day 9", "day 8", "newer"]
         slots.release()
         assert _claimed(instance) == []
+
+
+def _run_log_says(instance: DagsterInstance, text: str) -> bool:
+    return any(
+        text in (entry.user_message or "")
+        for run in instance.get_runs()
+        for entry in instance.all_logs(run.run_id)
+    )
+
+
+def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_raised(
+    clickhouse, make_tenant
+) -> None:
+    """The operator's stop on a real raw run: it waits at its first INSERT, saying why, with no
+    day loaded; raised to 1, the run loads every day."""
+    tenant = make_tenant(("user",))
+    days = [dt.date(2026, 11, 3), dt.date(2026, 11, 4)]
+    for day in days:
+        write_day(tenant, "user", day, GENERATORS["user"][0](random.Random(7), tenant, day, 30))
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        outcome: list[object] = []
+        run = threading.Thread(
+            target=lambda: outcome.append(
+                materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
+            )
+        )
+        run.start()
+        try:
+            deadline = time.monotonic() + SIGNAL_SECONDS
+            while not _run_log_says(instance, "INSERTs are stopped"):
+                assert time.monotonic() < deadline, "the run never reported the pool stopped"
+                assert run.is_alive(), f"the run ended while the pool was stopped: {outcome}"
+                time.sleep(0.2)
+            assert _pending(instance) == 1 and _claimed(instance) == []
+            assert not instance.fetch_materializations(AssetKey("tbt_raw_events_user"), 10).records
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+            run.join(timeout=SIGNAL_SECONDS * 2)
+        finally:
+            if run.is_alive():  # the failure case: let the run go so that the test ends
+                instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+                run.join(timeout=SIGNAL_SECONDS * 2)
+        [result] = outcome
+        assert result.success  # type: ignore[attr-defined]
+        loaded = instance.fetch_materializations(AssetKey("tbt_raw_events_user"), 10).records
+        assert len(loaded) == len(days)
+        assert _limit(instance) == 1  # the operator's value, not re-seeded by the run

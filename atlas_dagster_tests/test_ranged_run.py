@@ -18,7 +18,7 @@ from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
 from atlas_dagster.domains import get_domain
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.gold_support import materialize_range
+from testkit.gold_support import materialize_range
 
 FIRST, LAST = dt.date(2026, 11, 2), dt.date(2026, 11, 5)
 RELOADED, BROKEN = dt.date(2026, 11, 4), dt.date(2026, 11, 3)

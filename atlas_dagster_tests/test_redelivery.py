@@ -5,6 +5,7 @@ on the S3 test server (ETag)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import random
@@ -14,17 +15,22 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from dagster import Definitions, build_sensor_context, instance_for_test, materialize
 
+from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.checks.changes import scan_tenant
 from atlas_dagster.checks.raw import window_outcomes
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
+from atlas_dagster.core.tags import SELECT_TAG, TENANT_TAG
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports import fingerprint, layout
 from atlas_dagster.exports.fingerprint import FileStamp
+from atlas_dagster.orchestration.redelivery import redelivery_sensor
+from atlas_dagster.partitions import partitions_for
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.load_support import load_day, run_resources
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 DAYS = [dt.date(2026, 11, 1) + dt.timedelta(days=i) for i in range(5)]
 KEY_ENV, SECRET_ENV = "ATLAS_TEST_REDELIVERY_KEY", "ATLAS_TEST_REDELIVERY_SECRET"
@@ -182,3 +188,58 @@ def test_on_s3_a_new_upload_is_a_change_and_the_same_bytes_are_not(
         Decimal("1.5") * len(rows[DAYS[1]]),
     )
     assert _changed(clickhouse, tenant) == {}
+
+
+@pytest.mark.slow  # a real raw run through Dagster
+def test_the_sensor_reloads_the_changed_days_of_the_tenants_that_ask_for_it(
+    clickhouse, make_tenant
+) -> None:
+    """reload_changed tenants only; one ranged run per tenant whose SELECT_TAG makes it reload
+    the changed day and nothing else of its span; the same changes are requested under the same
+    run_key (the daemon launches them once), and nothing once they are loaded."""
+    watched = dataclasses.replace(make_tenant(("casino",), DAYS[0], DAYS[-1]), reload_changed=True)
+    other = make_tenant(("casino",), DAYS[0], DAYS[-1])
+    for tenant in (watched, other):
+        for day in DAYS:
+            write_day(tenant, "casino", day, _rows(tenant, "casino", day))
+            load_day(clickhouse, tenant, DOMAINS["casino"], day, "first")
+    tenants = [watched, other]
+    sensor = redelivery_sensor(tenants, 60)
+    definitions = Definitions(
+        assets=raw_assets(tenants, partitions_for(tenants)),
+        sensors=[sensor],
+        resources=run_resources(clickhouse),
+    )
+    with instance_for_test() as instance:
+
+        def tick():
+            context = build_sensor_context(
+                instance=instance, definitions=definitions, resources={"clickhouse": clickhouse}
+            )
+            return sensor.evaluate_tick(context)
+
+        assert tick().run_requests == []  # nothing changed
+        for tenant in (watched, other):  # days 2 and 4 of both re-delivered with more rows
+            for day in (DAYS[1], DAYS[3]):
+                write_day(tenant, "casino", day, _rows(tenant, "casino", day, 15))
+        [request] = tick().run_requests
+        assert request.tags[SELECT_TAG] == "changed" and request.tags[TENANT_TAG] == watched.key
+        assert request.tags["dagster/asset_partition_range_start"] == f"{DAYS[1]}|{watched.key}"
+        assert request.tags["dagster/asset_partition_range_end"] == f"{DAYS[3]}|{watched.key}"
+        assert [request.run_key] == [r.run_key for r in tick().run_requests]  # launched once
+
+        result = materialize(
+            list(definitions.assets or []),
+            selection=request.asset_selection,
+            instance=instance,
+            resources=run_resources(clickhouse),
+            tags=request.tags,
+        )
+        assert result.success
+        attempts = {day: log_row(clickhouse, watched, "casino", day)["attempt"] for day in DAYS}
+        assert attempts == {d: 2 if d in (DAYS[1], DAYS[3]) else 1 for d in DAYS}
+        redelivered = len(_rows(watched, "casino", DAYS[3], 15))
+        assert _raw(clickhouse, watched, "casino", DAYS[3])[0] == redelivered
+        # Not asked to: the other tenant's earlier rows stay as they were.
+        assert _raw(clickhouse, other, "casino", DAYS[3])[0] == len(_rows(other, "casino", DAYS[3]))
+        assert tick().run_requests == []

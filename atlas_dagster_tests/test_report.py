@@ -22,18 +22,19 @@ from atlas_dagster.assets.report import report_definitions_parts
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.monitoring.pace import read_pace
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.reporting.advice import OUR_SIDE, diagnose
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, render_files, tenant_folder
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import query_rows
-from atlas_dagster.settings import Settings
+from atlas_dagster.settings import DEFAULT_PARALLEL_INSERTS, Settings
 from atlas_dagster.tenants import S3Settings, Tenant, load_tenants
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
-from atlas_dagster_tests.dagster_stack import write_tenants
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.dagster_stack import write_tenants
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 TODAY = dt.datetime.now(dt.UTC).date()
 ALL = ("user", "casino", "transactions", "sportsbook")
@@ -138,11 +139,14 @@ def test_report_figures_are_backfill_logs(clickhouse, make_tenant) -> None:
         assert cells[due:] == "N" * 10
         assert cells.count("C") == log["done"]
         assert summary.missing == due - log["done"] - log["failed"] - log["running"]
-        # ETA: the days left at this tenant-domain's rows per day, at the rate measured on
-        # this target (a fresh one: this tenant's loads alone), one INSERT at a time (embedded).
-        rate = log["source_rows"] / log["seconds"]
+        # ETA: the days left at this tenant-domain's rows per day, at the pace measured on this
+        # target's recent loads (monitoring/pace.py, tested there), at most the pool's limit.
         left = (due - log["done"]) * log["source_rows"] / log["done"]
-        assert summary.eta_seconds == pytest.approx(left / rate, rel=1e-6)
+        with clickhouse.session() as client:
+            pace = read_pace(client, summary.domain)
+        assert pace is not None
+        expected = pace.seconds(left, limit=DEFAULT_PARALLEL_INSERTS)
+        assert summary.eta_seconds == pytest.approx(expected, rel=1e-6)
     failures = [f for f in report.failures if f.column == "amount"]
     assert len(failures) == sum(c["failed"] - c["nofile"] for c in counts.values())
     assert all(f.first_row in (0, 1) and f.value.startswith("-") for f in failures)

@@ -19,8 +19,8 @@ from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import Violation, describe
 from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
-from atlas_dagster_tests.dagster_stack import write_tenants
 from atlas_dagster_tests.test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from testkit.dagster_stack import write_tenants
 
 pytestmark = pytest.mark.browser
 

@@ -18,7 +18,7 @@ from atlas_dagster.loading.errors import LoadMismatchError
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.orchestration.backpressure import Backpressure, Health
-from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.orchestration.scheduler import LoadScheduler, OrderedWork
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.fake_clickhouse import fake_clickhouse
@@ -115,10 +115,10 @@ def test_backoff_doubles_with_jitter_and_is_bounded() -> None:
     assert policy.next_try(classify(ValueError("x")), 1) is None
 
 
-def _slots(days: int) -> list[LoadSlot[dt.date]]:
+def _slots(days: int) -> list[OrderedWork[dt.date]]:
     first = dt.date(2026, 10, 1)
     dates = [first + dt.timedelta(days=i) for i in range(days)][::-1]  # newest first
-    return [LoadSlot(d, "t", ("t", "casino"), d, i) for i, d in enumerate(dates)]
+    return [OrderedWork(d, "t", ("t", "casino"), d, i) for i, d in enumerate(dates)]
 
 
 def test_a_failed_day_waits_out_of_the_cap_and_goes_again_before_older_days() -> None:

@@ -26,8 +26,8 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import RowContractError
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.load_support import load_day
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 DAY = dt.date(2026, 11, 5)
 ROWS = 3200

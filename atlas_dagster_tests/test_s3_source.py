@@ -20,8 +20,8 @@ from atlas_dagster.loading.faults import classify
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row, scalar
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.load_support import load_day
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
+from atlas_dagster.orchestration.scheduler import LoadScheduler, OrderedWork
 
 NEWEST = dt.date(2026, 11, 30)
 # How long the test waits for a worker or the scheduler to reach a point it signals: a bound
@@ -120,14 +120,14 @@ class Timeline:
         return peak
 
 
-def _slots(tenants: list[str], domains: list[str], days: int) -> list[LoadSlot[Work]]:
+def _slots(tenants: list[str], domains: list[str], days: int) -> list[OrderedWork[Work]]:
     works = [
         Work(t, d, NEWEST - dt.timedelta(days=i))
         for i in range(days)
         for t in tenants
         for d in domains
     ]
-    return [LoadSlot(w, w.tenant, (w.tenant, w.domain), w.day, i) for i, w in enumerate(works)]
+    return [OrderedWork(w, w.tenant, (w.tenant, w.domain), w.day, i) for i, w in enumerate(works)]
 
 
 def _run(slots, timeline: Timeline, parallelism: int = 3, ramp_days: int = 3) -> list:

@@ -22,12 +22,12 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.partitions import partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import S3Settings, Tenant
-from atlas_dagster_tests import gold_reference as reference
 from atlas_dagster_tests.conftest import log_row
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, tenant_entry, write_tenants
-from atlas_dagster_tests.gold_support import generated, gold_rows
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
-from atlas_dagster_tests.spark_exports import (
+from testkit import gold_reference as reference
+from testkit.dagster_stack import DAGSTER_YAML, tenant_entry, write_tenants
+from testkit.gold_support import generated, gold_rows
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.spark_exports import (
     spark_session,
     warehouse_row,
     write_spark_defaults,

@@ -13,7 +13,9 @@ from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.cli.main import main
 from atlas_dagster.domains import DOMAINS
 from atlas_dagster.exports.layout import day_folder
+from atlas_dagster.monitoring.pace import read_pace
 from atlas_dagster.resources.schema import ensure_schema
+from atlas_dagster.settings import DEFAULT_PARALLEL_INSERTS
 from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.backfill_log_rows import (
     dead_worker,
@@ -22,8 +24,8 @@ from atlas_dagster_tests.backfill_log_rows import (
     log_rows,
     started_run,
 )
-from atlas_dagster_tests.dagster_stack import write_tenants
-from atlas_dagster_tests.load_support import load_day
+from testkit.dagster_stack import write_tenants
+from testkit.load_support import load_day
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
@@ -92,7 +94,15 @@ def test_status_sections_list_failed_missing_and_stale_days(
         "first_day": iso[0],
         "last_day": iso[4],
         "last_activity": progress["last_activity"],
+        "days_left": 3,  # of the window's 5
+        "time_left_seconds": progress["time_left_seconds"],
     }
+    # The 3 days left at the mean rows of the 2 loaded, at the pace those loads measured.
+    with clickhouse.session() as client:
+        pace = read_pace(client, "user")
+    assert pace is not None and progress["time_left_seconds"] == round(
+        pace.seconds(3 * rows / 2, limit=DEFAULT_PARALLEL_INSERTS), 1
+    )
     assert (
         dt.datetime.fromisoformat(progress["last_activity"]).replace(tzinfo=None)
         == (running["updated_at"])
@@ -205,8 +215,10 @@ def test_guide_queries_agree_with_status(
     def iso(value):
         return value.isoformat()
 
-    columns = list(report["progress"][0])
-    assert sorted(report["progress"], key=lambda r: r["domain"]) == [
+    # The guide's columns as it returns them; status adds days_left and time_left_seconds.
+    columns = list(report["progress"][0])[:9]
+    guide_columns = [{c: r[c] for c in columns} for r in report["progress"]]
+    assert sorted(guide_columns, key=lambda r: r["domain"]) == [
         dict(zip(columns, [*r[:6], iso(r[6]), iso(r[7]), iso(r[8])], strict=True)) for r in progress
     ]
     [user] = [p for p in report["progress"] if p["domain"] == "user"]

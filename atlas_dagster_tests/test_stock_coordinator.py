@@ -23,8 +23,8 @@ from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.core.tags import HELD_TAG
 from atlas_dagster.orchestration.pools import INSERT_POOL
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, run_dagster_dev, write_tenants
-from atlas_dagster_tests.insert_timeline import InsertInterval, insert_intervals, max_overlap
+from testkit.dagster_stack import DAGSTER_YAML, run_dagster_dev, write_tenants
+from testkit.insert_timeline import InsertInterval, insert_intervals, max_overlap
 
 pytestmark = pytest.mark.e2e
 

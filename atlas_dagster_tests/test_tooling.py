@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_dagster_tests.dagster_stack import REPO
+from testkit.dagster_stack import REPO
 
 ENSURE = REPO / "scripts" / "ensure-system-deps"
 

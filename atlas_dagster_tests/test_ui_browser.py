@@ -15,7 +15,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+from testkit.dagster_stack import run_dagster_dev, write_tenants
 
 pytestmark = pytest.mark.browser
 

@@ -27,7 +27,7 @@ from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.verify_job import VERIFY_RAW_JOB
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
+from testkit.dagster_stack import DAGSTER_YAML, write_tenants
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 

@@ -30,8 +30,8 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
 from atlas_dagster.validation.rows import describe
 from atlas_dagster.validation.schema import check_schema
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
+from testkit.load_support import load_day
+from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 
 TRANSACTIONS = DOMAINS["transactions"]
 FIRST = dt.date(2026, 10, 1)

@@ -20,7 +20,7 @@ import pytest
 
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, REPO, write_tenants
+from testkit.dagster_stack import DAGSTER_YAML, REPO, write_tenants
 
 pytestmark = pytest.mark.slow
 

@@ -2,9 +2,9 @@
 
 Run with `.venv/bin/python -m bench.bench_backfill` (part of `make bench`). On one tenant:
 
-* writes --days × --domains export days of --rows rows (atlas_dagster_tests.bulk_exports), once: a
+* writes --days × --domains export days of --rows rows (testkit.bulk_exports), once: a
   marker file per day folder lets later runs reuse them;
-* starts the Dagster webserver and daemon (`dagster dev`, atlas_dagster_tests.dagster_stack) on
+* starts the Dagster webserver and daemon (`dagster dev`, testkit.dagster_stack) on
   a fresh instance and a fresh embedded ClickHouse (schema applied first, as `init-db` does);
 * launches the backfill with `atlas-dagster backfill --wait` (one ranged run per tenant, as the
   project's backfill policy makes it), then --single-runs single-partition backfills through
@@ -89,7 +89,7 @@ def bench_tenant(exports: Path, args: argparse.Namespace):
 
 def generate(tenant, args: argparse.Namespace) -> dict[str, Any]:
     """Every day of every domain, written once; reused while its marker file matches."""
-    from atlas_dagster_tests.bulk_exports import ensure_bulk_day
+    from testkit.bulk_exports import ensure_bulk_day
 
     started, written, size = time.monotonic(), 0, 0
     day = tenant.start_date
@@ -152,7 +152,7 @@ def wait_for_daemons(
 ) -> float:
     """Seconds until the daemons that launch backfills and runs have sent a heartbeat (`env`:
     the stack's, for an instance stored in PostgreSQL)."""
-    from atlas_dagster_tests.postgres_server import instance_at
+    from testkit.postgres_server import instance_at
 
     started = time.monotonic()
     with instance_at(home, env or {}) as instance:
@@ -291,14 +291,14 @@ def run_events(instance, run_id: str) -> dict[str, float]:
     """Unix time of the first event of each RUN_EVENTS type in the run."""
     from dagster import DagsterEventType
 
-    from atlas_dagster_tests.insert_timeline import first_event_times
+    from testkit.insert_timeline import first_event_times
 
     return first_event_times(instance, run_id, [DagsterEventType[name] for name in RUN_EVENTS])
 
 
 def day_records(instance, run_id: str) -> list[dict[str, Any]]:
     """Every raw materialization of the run with the metadata the benchmark needs."""
-    from atlas_dagster_tests.insert_timeline import insert_intervals
+    from testkit.insert_timeline import insert_intervals
 
     return [
         {
@@ -609,7 +609,7 @@ def measure(stack, tenant, args: argparse.Namespace, rss: TreeRssByPid) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from atlas_dagster_tests.dagster_stack import run_dagster_dev, write_tenants
+    from testkit.dagster_stack import run_dagster_dev, write_tenants
 
     started = time.monotonic()
     work = args.workdir.resolve()

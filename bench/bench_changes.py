@@ -13,7 +13,7 @@ stores (taken from the export's own listing and footers). Timed, in this process
 * for scale, the footer re-read of the same days (`ExportSource.list_window`), what verify's
   re-read of the exports costs before any row is read.
 
-With --s3, the same export on a SeaweedFS server on loopback (atlas_dagster_tests/s3_server.py),
+With --s3, the same export on a SeaweedFS server on loopback (testkit/s3_server.py),
 counting S3 requests by kind. Results: a table on stdout, one JSON document appended to
 bench-results/changes.json.
 """
@@ -147,7 +147,7 @@ def _row(what: str, seconds: float, units: int, requests: dict) -> dict[str, Any
 def _s3_copy(tenant, work: Path) -> Iterator[tuple[Any, Any]]:
     """The local export copied as it is to a SeaweedFS server; the tenant reading it there."""
     from atlas_dagster.tenants import S3Settings
-    from atlas_dagster_tests.s3_server import run_s3_server
+    from testkit.s3_server import run_s3_server
 
     with run_s3_server() as server:
         os.environ["BENCH_CHANGES_KEY"] = server.access_key_id

@@ -25,7 +25,7 @@ from typing import Any
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
 from atlas_dagster.tenants import load_tenants
-from atlas_dagster_tests.crash_support import (
+from testkit.crash_support import (
     days_of,
     kill_everything,
     log_states,
@@ -35,8 +35,8 @@ from atlas_dagster_tests.crash_support import (
     wait_until,
     write_window,
 )
-from atlas_dagster_tests.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
-from atlas_dagster_tests.postgres_server import instance_at
+from testkit.dagster_stack import launch_like_the_ui, run_dagster_dev, write_tenants
+from testkit.postgres_server import instance_at
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ORG = "crashbench"

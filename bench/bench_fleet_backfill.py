@@ -121,7 +121,7 @@ def first_insert_logged(instance, run_ids: list[str]) -> float | None:
 
 
 def _intervals(instance, run_ids: list[str]):
-    from atlas_dagster_tests.insert_timeline import insert_intervals
+    from testkit.insert_timeline import insert_intervals
 
     return insert_intervals(instance, run_ids)
 
@@ -190,7 +190,7 @@ def wait_quiet(stack, timeout: float = 120.0) -> None:
     """Until no run is queued or in progress (the cancelled launch has wound down)."""
     from dagster import DagsterRunStatus, RunsFilter
 
-    from atlas_dagster_tests.postgres_server import stack_instance
+    from testkit.postgres_server import stack_instance
 
     unfinished = [
         DagsterRunStatus.QUEUED,
@@ -208,9 +208,9 @@ def wait_quiet(stack, timeout: float = 120.0) -> None:
 
 
 def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, window: float):
-    from atlas_dagster_tests.fleet_order import inverted_pairs, unexplained_inversions
-    from atlas_dagster_tests.insert_timeline import max_overlap
-    from atlas_dagster_tests.postgres_server import stack_instance
+    from testkit.fleet_order import inverted_pairs, unexplained_inversions
+    from testkit.insert_timeline import max_overlap
+    from testkit.postgres_server import stack_instance
 
     print(f"  {kind}: launching {first}..{last}", flush=True)
     launched_at = time.time()
@@ -263,7 +263,7 @@ def measure_launch(stack, kind: str, first: dt.date, last: dt.date, tenants, win
 
 @contextlib.contextmanager
 def fleet_stack(work: Path, tenants_file: Path, storage: str, planned_events: str) -> Iterator[Any]:
-    from atlas_dagster_tests.postgres_server import dagster_dev
+    from testkit.postgres_server import dagster_dev
 
     env = {"ATLAS_RAMP_UP_DAYS": str(RAMP_DAYS)} | planned_events_env(planned_events)
     with dagster_dev(work, tenants_file, storage, env) as st:
@@ -281,7 +281,7 @@ def bench_fleet_backfill(
     planned_events: tuple[str, ...] = PLANNED_EVENT_MODES,
 ) -> list[dict[str, Any]]:
     from atlas_dagster.tenants import load_tenants
-    from atlas_dagster_tests.dagster_stack import write_tenants
+    from testkit.dagster_stack import write_tenants
 
     first = LAST_DAY - dt.timedelta(days=days - 1)
     rows = []
@@ -419,7 +419,7 @@ def bench_status_verify(tenants: int, years: int, verify_tenants: int = 1) -> li
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
-    from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
+    from testkit.dagster_stack import isolated_env, write_tenants
 
     first = LAST_DAY - dt.timedelta(days=365 * years + years // 4)  # 3 years: 1,096 days
     rows: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 
 Run with `.venv/bin/python -m bench.bench_load` (the `make bench` target). On the same data:
 
-* generates N days of >= 1M casino rows plus one 5M-row day (atlas_dagster_tests.bulk_exports) as
+* generates N days of >= 1M casino rows plus one 5M-row day (testkit.bulk_exports) as
   several Parquet files per day in the export layout, and a tenants YAML for bench.main;
 * (a) pipeline: one `dagster asset materialize ... --partition "DAY|bench.main"` process per
   day, under /usr/bin/time -v, with its process tree's RSS polled from /proc; the day's fresh
@@ -139,9 +139,9 @@ def bench_tenant(exports: Path, plan: list[tuple[dt.date, int]]) -> Tenant:
 
 
 def generate(exports: Path, plan: list[tuple[dt.date, int]], rows_per_file: int) -> list[dict]:
-    """The days' casino exports (atlas_dagster_tests.bulk_exports), reused when written."""
+    """The days' casino exports (testkit.bulk_exports), reused when written."""
     # Imported here: the bare worker process must not load the project (dagster) into its RSS.
-    from atlas_dagster_tests.bulk_exports import ensure_bulk_day
+    from testkit.bulk_exports import ensure_bulk_day
 
     tenant = bench_tenant(exports, plan)
     days = []
@@ -484,7 +484,7 @@ def _run_events(instance, run_id: str) -> dict[str, float]:
     """Unix time of the first event of each type that marks the run's timeline."""
     from dagster import DagsterEventType
 
-    from atlas_dagster_tests.insert_timeline import first_event_times
+    from testkit.insert_timeline import first_event_times
 
     kinds = [
         DagsterEventType.RUN_START,

@@ -39,9 +39,9 @@ from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import S3Settings, Tenant
-from atlas_dagster_tests.load_support import load_day
-from atlas_dagster_tests.s3_proxy import FaultPlan, s3_proxy
-from atlas_dagster_tests.s3_server import run_s3_server
+from testkit.load_support import load_day
+from testkit.s3_proxy import FaultPlan, s3_proxy
+from testkit.s3_server import run_s3_server
 
 DAY = dt.date(2026, 10, 5)
 CASINO = get_domain("casino")

@@ -53,7 +53,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from atlas_dagster_tests.dagster_stack import write_tenants
 from bench.bench_backfill import (
     ALL_DOMAINS,
     MB,
@@ -74,6 +73,7 @@ from bench.protocol import (
     sides_in_order,
 )
 from bench.timeline import PLANNED_EVENT_MODES, leader_timeline, planned_events_env
+from testkit.dagster_stack import write_tenants
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -252,8 +252,8 @@ def check_batches(logs: list[Any]) -> dict[str, Any]:
 def run_phases(home: Path, env: dict[str, str], run_ids: list[str] | None = None) -> dict[str, Any]:
     """Mean wall ms per phase per tenant-day-domain, Dagster events per unit, and the runs'
     check batches."""
-    from atlas_dagster_tests.insert_timeline import insert_intervals
-    from atlas_dagster_tests.postgres_server import instance_at
+    from testkit.insert_timeline import insert_intervals
+    from testkit.postgres_server import instance_at
 
     with instance_at(home, env) as instance:
         if run_ids is None:
@@ -306,7 +306,7 @@ def instance_storage(storage: str, home: Path) -> Iterator[dict[str, str]]:
     if storage == "sqlite":
         yield {}
         return
-    from atlas_dagster_tests.postgres_server import postgres_instance_yaml, postgres_server
+    from testkit.postgres_server import postgres_instance_yaml, postgres_server
 
     with postgres_server(durable=True) as server:
         (home / "dagster.yaml").write_text(postgres_instance_yaml())
@@ -403,7 +403,7 @@ def run_backfill(
     planned_events: str,
     storage: str = "sqlite",
 ) -> dict[str, Any]:
-    from atlas_dagster_tests.postgres_server import dagster_dev, stack_instance
+    from testkit.postgres_server import dagster_dev, stack_instance
 
     stack_dir = work / "backfill"
     shutil.rmtree(stack_dir, ignore_errors=True)

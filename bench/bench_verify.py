@@ -136,8 +136,8 @@ def _bare_read(clickhouse, tenant, domain) -> int:
 def _instance_env(work: Path, tenants_file: Path, storage: str) -> Iterator[dict[str, str]]:
     """The variables of a fresh DAGSTER_HOME on SQLite (the default) or on a real PostgreSQL
     (the production configuration, dagster.postgres.yaml); the caller sets the engine's."""
-    from atlas_dagster_tests.dagster_stack import isolated_env
-    from atlas_dagster_tests.postgres_server import postgres_instance_yaml, postgres_server
+    from testkit.dagster_stack import isolated_env
+    from testkit.postgres_server import postgres_instance_yaml, postgres_server
 
     home = work / f"instance-{storage}"
     if storage == "sqlite":
@@ -161,7 +161,7 @@ def _pythonpath() -> list[str]:
 def bench_load_then_verify(days: int, rows: int, project_root: Path) -> list[dict[str, Any]]:
     """`atlas-dagster load` of the window, then `verify --layer raw` of it, one instance."""
     from atlas_dagster.tenants import load_tenants
-    from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
+    from testkit.dagster_stack import isolated_env, write_tenants
 
     first = LAST_DAY - dt.timedelta(days=days - 1)
     window = [first + dt.timedelta(days=i) for i in range(days)]
@@ -207,7 +207,7 @@ def run(days: int, rows: int, storages: list[str]) -> list[dict[str, Any]]:
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
     from atlas_dagster.tenants import load_tenants
-    from atlas_dagster_tests.dagster_stack import isolated_env, write_tenants
+    from testkit.dagster_stack import isolated_env, write_tenants
 
     first = LAST_DAY - dt.timedelta(days=days - 1)
     window = [first + dt.timedelta(days=i) for i in range(days)]

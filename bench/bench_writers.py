@@ -1,9 +1,9 @@
 """Real writers' exports: what each tool's defaults give with `atlas-dagster load`, and what their
 types cost the INSERT beside the bare engine.
 
-Part 1 (outcomes): for every writer of atlas_dagster_tests/export_writers.py (DuckDB, polars,
+Part 1 (outcomes): for every writer of testkit/export_writers.py (DuckDB, polars,
 pandas with pyarrow and fastparquet, pyarrow's forms no tool writes at will, a complete export with
-an empty day) and for real Spark's two ways of atlas_dagster_tests/spark_exports.py (its defaults
+an empty day) and for real Spark's two ways of testkit/spark_exports.py (its defaults
 partitioned by the tenant columns; a warehouse-shaped job per tenant with integer ids), 2 days x 4
 domains are written and loaded by the `atlas-dagster load` command in its own process, on a fresh
 engine and Dagster instance, as a new user would; the table says whether it loaded, how many
@@ -72,7 +72,7 @@ def _tenant(org: str, source: Path, first: dt.date, last: dt.date):
 
 
 def _env(work: Path, tenant) -> dict[str, str]:
-    from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, write_tenants
+    from testkit.dagster_stack import DAGSTER_YAML, write_tenants
 
     home = work / "dagster_home"
     home.mkdir(parents=True, exist_ok=True)
@@ -92,9 +92,9 @@ def outcome(writer: str) -> dict:
 
     from atlas_dagster.cli.demo_data import arrow_table
     from atlas_dagster.domains import DOMAINS
-    from atlas_dagster_tests import gold_reference
-    from atlas_dagster_tests.export_writers import DAYS, ROWS, WRITERS
-    from atlas_dagster_tests.gold_support import generated
+    from testkit import gold_reference
+    from testkit.export_writers import DAYS, ROWS, WRITERS
+    from testkit.gold_support import generated
 
     work = WORK / "outcomes" / writer
     shutil.rmtree(work, ignore_errors=True)
@@ -137,9 +137,9 @@ def spark_outcomes() -> list[dict]:
     import clickhouse_connect
 
     from atlas_dagster.domains import DOMAINS
-    from atlas_dagster_tests.export_writers import DAYS, ROWS
-    from atlas_dagster_tests.gold_support import generated
-    from atlas_dagster_tests.spark_exports import (
+    from testkit.export_writers import DAYS, ROWS
+    from testkit.gold_support import generated
+    from testkit.spark_exports import (
         spark_session,
         write_spark_defaults,
         write_warehouse_style,
@@ -205,7 +205,7 @@ def _cost_table(form: str, rows: int):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from atlas_dagster_tests.bulk_exports import bulk_table
+    from testkit.bulk_exports import bulk_table
 
     tenant = _tenant("cost", WORK / "cost" / form / "exports", COST_DAY, COST_DAY)
     table = bulk_table(tenant, "casino", COST_DAY, 0, rows)
@@ -250,7 +250,7 @@ def worker_pipeline(form: str, dsn: str) -> None:
     from atlas_dagster.domains import DOMAINS
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.resources.schema import ensure_schema
-    from atlas_dagster_tests.load_support import load_day
+    from testkit.load_support import load_day
 
     clickhouse = ClickHouseResource(dsn=dsn)
     with clickhouse.session() as client:
@@ -314,7 +314,7 @@ def measure_cost(form: str, args: argparse.Namespace) -> dict:
 
 
 def _print_outcomes(report: dict) -> None:
-    from atlas_dagster_tests.export_writers import WRITERS
+    from testkit.export_writers import WRITERS
 
     print(f"{'writer':45}  {'exit':>4}  {'exact':>7}  {'wall s':>6}  error")
     rows = [

@@ -16,6 +16,7 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.exports.fingerprint import changes, decode
 from atlas_dagster.exports.layout import ExportError, ExportSource
+from atlas_dagster.partitions import newest_first, newest_first_key
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.tenants import Tenant
 
@@ -95,8 +96,10 @@ def scan_tenant(
                 f"{tenant.key} {domain}: {len(unlisted)} loaded day(s) could not be listed, "
                 f"e.g. {day}: {unlisted[day]}"
             )
-        for day in sorted(loaded, reverse=True):
+        for day in newest_first(loaded):
             now = listed[day]
             if not isinstance(now, ExportError) and (reason := changes(loaded[day], now)):
                 scan.changed.append(ChangedDay(tenant, domain, day, reason))
+    # Newest day first across domains and tenants, as every launch path loads them.
+    scan.changed.sort(key=lambda c: newest_first_key(c.partition_date, c.tenant.key, c.domain))
     return scan

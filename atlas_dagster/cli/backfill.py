@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import time
 
+from atlas_dagster.checks.changes import scan_tenant
 from atlas_dagster.cli.dagster_api import (
     FINISHED_BACKFILL_STATUSES,
     DagsterApi,
@@ -18,6 +19,7 @@ from atlas_dagster.core.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     FLEET_TAG,
+    SELECT_TAG,
     TENANT_TAG,
 )
 from atlas_dagster.core.waits import BoundedWait
@@ -33,6 +35,7 @@ from atlas_dagster.orchestration.backfill_plan import (
     estimate_duration,
     export_sizes,
 )
+from atlas_dagster.orchestration.selection import DEFAULT_SELECTION, Selection
 from atlas_dagster.partitions import partition_key, split_key
 from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import Tenant, TenantConfigError, load_tenants, tenant_by_key
@@ -64,9 +67,8 @@ def _tenant(args: argparse.Namespace) -> Tenant:
 
 
 def _plan(args: argparse.Namespace) -> BackfillPlan:
-    only = "missing" if args.only_missing else "failed" if args.only_failed else "all"
     domains = args.domains.split(",") if args.domains else None
-    return build_plan(engine(), _tenant(args), domains, args.start, args.end, only)
+    return build_plan(engine(), _tenant(args), domains, args.start, args.end, args.selection)
 
 
 def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
@@ -116,11 +118,33 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
         print("estimated duration: unknown until a first day has loaded on this target")
     else:
         print(
-            f"estimated duration: {estimate.seconds / 60:.1f} min at "
-            f"{estimate.rows_per_second:,.0f} rows/s per INSERT (measured over "
-            f"{estimate.measured_days} completed day(s)), "
-            f"{estimate.parallel} INSERT(s) at once after the ramp-up"
+            f"estimated duration: {estimate.seconds / 60:.1f} min at the pace measured over "
+            f"{estimate.measured_days} recent load(s) on this target: "
+            f"{estimate.rows_per_second:,.0f} rows/s per load, {estimate.parallel:.1f} at once "
+            "after the ramp-up"
         )
+
+
+def print_changed(plan: BackfillPlan, shown: int = 20) -> None:
+    """The window's completed days whose export changed since their load, apart from the plan:
+    a re-delivery is reloaded only when asked (--only-changed). One listing per domain."""
+    with engine().session() as client:
+        scan = scan_tenant(
+            client, plan.tenant, [d.name for d in plan.domains], plan.start, plan.end
+        )
+    for line in scan.unlisted:
+        print(f"changed since loaded: not listed: {line}")
+    if not scan.changed:
+        print("changed since loaded: none")
+        return
+    print(
+        f"changed since loaded: {len(scan.changed)} completed tenant-day(s) whose export has "
+        "other files now, not in this plan (--only-changed reloads them):"
+    )
+    for changed in scan.changed[:shown]:
+        print(f"  {changed.partition_date}  {changed.domain:12}  {changed.reason}")
+    if len(scan.changed) > shown:
+        print(f"  … {len(scan.changed) - shown} more (atlas-dagster status --json lists all)")
 
 
 def print_readings(exports: list[tuple[Domain, DayExport]]) -> None:
@@ -155,10 +179,11 @@ def print_fleet_plan(plan: FleetPlan) -> None:
 def run_fleet_backfill(args: argparse.Namespace) -> int:
     """One asset backfill of every tenant's days, as the UI's Materialize… over the whole range:
     its first run loads the whole fleet in one order (see run_coordinator.fleet_tags)."""
-    if args.only_missing or args.only_failed:
+    if args.selection not in (Selection.ALL, Selection.INCOMPLETE):
         raise TenantConfigError(
-            "--only-missing / --only-failed select scattered days of one tenant: run them per "
-            "tenant with --org/--brand (a fleet backfill loads the whole window)"
+            f"--only-{args.selection} selects scattered days of one tenant: run it per tenant "
+            "with --org/--brand (a fleet backfill loads the window's incomplete days, or every "
+            "day with --all-days)"
         )
     domains = args.domains.split(",") if args.domains else None
     plan = build_fleet_plan(
@@ -170,7 +195,8 @@ def run_fleet_backfill(args: argparse.Namespace) -> int:
     api = DagsterApi(args.url)
     selection = {d.raw_table: [plan.partition_range] for d in plan.domains}
     window = f"{plan.start}..{plan.end}"
-    backfill_id = api.launch_backfill(selection, f"fleet {window}", {FLEET_TAG: window})
+    tags = {FLEET_TAG: window, SELECT_TAG: str(args.selection)}
+    backfill_id = api.launch_backfill(selection, f"fleet {window}", tags)
     print(f"launched backfill {backfill_id}: {len(plan.tenants)} tenant(s), newest day first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
     return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
@@ -188,9 +214,11 @@ def run_backfill(args: argparse.Namespace) -> int:
         sizes = export_sizes(plan)
         estimate = estimate_duration(engine(), plan, sizes, current_settings().load)
         print_plan(plan, sizes, estimate)
+        if args.selection is not Selection.CHANGED:
+            print_changed(plan)
         return 0
     if not plan.days:
-        print(f"nothing to backfill for {plan.tenant.key}: every selected day is in its state")
+        print(f"nothing to backfill for {plan.tenant.key}: {_nothing(args.selection)}")
         return 0
     api = DagsterApi(args.url)
     selection = {
@@ -199,7 +227,8 @@ def run_backfill(args: argparse.Namespace) -> int:
         if plan.partition_keys(domain)
     }
     title = f"{plan.tenant.key} {plan.start}..{plan.end}"
-    backfill_id = api.launch_backfill(selection, title, {TENANT_TAG: plan.tenant.key})
+    tags = {TENANT_TAG: plan.tenant.key, SELECT_TAG: str(args.selection)}
+    backfill_id = api.launch_backfill(selection, title, tags)
     print(f"launched backfill {backfill_id}: {len(plan.days)} tenant-day(s), newest first")
     print(f"follow or cancel it at {api.url}/runs/b/{backfill_id}")
     return wait_for(api, backfill_id, _wait_limit(args)) if args.wait else 0
@@ -278,7 +307,7 @@ def run_load(args: argparse.Namespace) -> int:
     plan = _plan(args)
     keys = [k for d in plan.domains for k in plan.partition_keys(d)]
     if not keys:
-        print("nothing to load")
+        print(f"nothing to load for {plan.tenant.key}: {_nothing(args.selection)}")
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(
@@ -290,6 +319,9 @@ def run_load(args: argparse.Namespace) -> int:
             tags={
                 ASSET_PARTITION_RANGE_START_TAG: min(keys),
                 ASSET_PARTITION_RANGE_END_TAG: max(keys),
+                # The run takes the same days again when it starts (a day completed since the
+                # plan, by another launch, is not reloaded).
+                SELECT_TAG: str(args.selection),
             },
             raise_on_error=False,
         )
@@ -313,15 +345,38 @@ def window_arguments(
     command.add_argument("--start", type=_date, help="oldest day (default: the tenant's start)")
     command.add_argument("--end", type=_date, help="newest day (default: the tenant's last day)")
     if not selections:
-        command.set_defaults(only_missing=False, only_failed=False)
+        command.set_defaults(selection=Selection.ALL)
         return
     only = command.add_mutually_exclusive_group()
-    only.add_argument("--only-missing", action="store_true", help="days never loaded")
-    only.add_argument(
+    only.set_defaults(selection=DEFAULT_SELECTION)
+    for flag, selection, text in SELECTION_FLAGS:
+        only.add_argument(flag, dest="selection", action="store_const", const=selection, help=text)
+
+
+# Without a flag: the window's incomplete days (never loaded, left running by a dead run, failed,
+# or completed with other rows than logged), so that launching the same window again finishes it.
+SELECTION_FLAGS = (
+    ("--all-days", Selection.ALL, "every day of the window, completed ones reloaded"),
+    ("--only-missing", Selection.MISSING, "days never loaded (or left running)"),
+    (
         "--only-failed",
-        action="store_true",
-        help="days logged failed, or completed but no longer matching the raw table",
-    )
+        Selection.FAILED,
+        "days logged failed, or completed but no longer matching the raw table",
+    ),
+    (
+        "--only-changed",
+        Selection.CHANGED,
+        "completed days whose export was delivered again (files added, removed or replaced)",
+    ),
+)
+
+
+def _nothing(selection: Selection) -> str:
+    if selection is Selection.CHANGED:
+        return "no loaded day's export changed since its load"
+    if selection is Selection.ALL:
+        return "the window has no day of the selected domains"
+    return f"no {selection} day in the window (--all-days reloads completed ones)"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -351,5 +406,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     load = commands.add_parser(
         "load", help="materialize a tenant's raw days in this process (no daemon), newest first"
     )
-    window_arguments(load, selections=False)
+    window_arguments(load)
     load.set_defaults(run=run_load)

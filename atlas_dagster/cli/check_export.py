@@ -13,6 +13,7 @@ from atlas_dagster.core.days import days_between
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
+from atlas_dagster.partitions import newest_first
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
@@ -65,7 +66,7 @@ def _print_domain(name: str, days: list[dt.date], states: dict[dt.date, ExportSt
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
     print(f"{name}: {len(days)} day(s): {summary}")
     loads = ("passes", "no events")
-    failing = [day for day in sorted(days, reverse=True) if verdicts[day] not in loads]
+    failing = [day for day in newest_first(days) if verdicts[day] not in loads]
     for day in failing[:SHOWN_REFUSALS]:
         error = str(states[day].error).replace("\n", "\n      ")
         print(f"  {day} {verdicts[day]}: {error}")

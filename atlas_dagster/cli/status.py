@@ -39,6 +39,8 @@ PROGRESS_COLUMNS = [
     "first_day",
     "last_day",
     "last_activity",
+    "days_left",
+    "time_left_seconds",
 ]
 FAILURE_COLUMNS = [
     "organization_id",
@@ -115,7 +117,15 @@ def run_status(args: argparse.Namespace) -> int:
     tenants = load_tenants(current_settings().tenants_file)
     with _dagster_instance() as instance, engine().session() as client:
         ensure_schema(client)
-        report = collect(client, tenants, scope, instance, args.gap_days, args.changes)
+        report = collect(
+            client,
+            tenants,
+            scope,
+            instance,
+            args.gap_days,
+            args.changes,
+            limit=current_settings().load.parallel_inserts,
+        )
         loads = running_loads(instance) if instance is not None else []
     if args.json:
         print(json.dumps(report.as_json() | {"running_loads": loads}, indent=2))

@@ -25,7 +25,7 @@ from atlas_dagster.core.tags import (
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.orchestration.backfill_plan import resolve_domains, resolve_window
 from atlas_dagster.orchestration.verify_job import VERIFY_RAW_JOB
-from atlas_dagster.partitions import date_of_key, partition_key
+from atlas_dagster.partitions import date_of_key, newest_first_key, partition_key, tenant_of_key
 from atlas_dagster.settings import current_settings
 from atlas_dagster.tenants import load_tenants, tenant_by_key
 
@@ -98,10 +98,7 @@ def run_verify(args: argparse.Namespace) -> int:
             evaluations += stored_evaluations(instance, result.run_id)
             run_ids.append(result.run_id)
             runs_failed += not result.success
-    evaluations.sort(
-        key=lambda e: (e.partition or "", e.asset_key.to_user_string(), e.check_name),
-        reverse=True,
-    )
+    evaluations.sort(key=_listed_order)
     failed = [e for e in evaluations if not e.passed]
     print(f"verify {tenant.key} {first}..{last}: run(s) {', '.join(run_ids)}")
     for evaluation in evaluations:
@@ -125,6 +122,15 @@ def stored_evaluations(instance: DagsterInstance, run_id: str) -> list[AssetChec
     hold them)."""
     entries = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
     return [e.get_dagster_event().asset_check_evaluation_data for e in entries]
+
+
+def _listed_order(evaluation: AssetCheckEvaluation) -> tuple[int | str, ...]:
+    """The newest day first, then tenant, asset and check (a result without a partition last)."""
+    key = evaluation.partition or ""
+    day = date_of_key(key) or dt.date.min
+    return newest_first_key(
+        day, tenant_of_key(key), evaluation.asset_key.to_user_string(), evaluation.check_name
+    )
 
 
 def _ranges(first: dt.date, last: dt.date, days: int) -> list[tuple[dt.date, dt.date]]:

@@ -26,6 +26,9 @@ CONCURRENCY_TAG = "atlas/insert_concurrency"
 FLEET_TAG = "atlas/fleet"
 TENANT_TAG = "atlas/tenant"
 VERIFY_TAG = "atlas/verify"
+# Which days of its range a raw run loads (orchestration/selection.py): set by `backfill` and
+# `load`, kept by Dagster's retries of the run; absent (a launch from the UI) loads every day.
+SELECT_TAG = "atlas/select"
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
@@ -39,6 +42,7 @@ __all__ = [
     "LANE_GROUP_TAG",
     "PARTITION_NAME_TAG",
     "PRIORITY_TAG",
+    "SELECT_TAG",
     "TENANT_TAG",
     "VERIFY_TAG",
     "WILL_RETRY_TAG",

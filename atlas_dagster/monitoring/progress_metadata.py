@@ -10,6 +10,7 @@ from clickhouse_connect.driver.client import Client
 from dagster import MetadataValue
 
 from atlas_dagster.core.days import days_between
+from atlas_dagster.monitoring.pace import read_pace
 from atlas_dagster.monitoring.status import tenant_days, tenant_window
 from atlas_dagster.tenants import Tenant
 
@@ -45,6 +46,12 @@ class DomainProgress:
     @property
     def rows(self) -> int:
         return sum(s.rows for s in self.days.values() if s.status == "completed")
+
+    @property
+    def rows_left(self) -> float:
+        """The days not completed × the mean rows of the completed ones (0 before any)."""
+        done = self.count("completed")
+        return (len(self.window) - done) * self.rows / done if done else 0.0
 
 
 def domain_progress(
@@ -127,9 +134,10 @@ def rows_chart(progress: list[DomainProgress]) -> str:
 
 
 def progress_metadata(
-    client: Client, tenant: Tenant, today: dt.date | None = None
+    client: Client, tenant: Tenant, today: dt.date | None = None, limit: int | None = None
 ) -> dict[str, MetadataValue]:
-    """The tenant's backfill over its whole window, for a raw asset's materialization."""
+    """The tenant's backfill over its whole window, for a raw asset's materialization, with the
+    time left at the measured pace (monitoring/pace.py), at most `limit` loads at once."""
     window = tenant_window(tenant, today)
     if window is None:
         note = f"{tenant.key}: no day of its window ({tenant.start_date} on) has ended yet"
@@ -144,4 +152,17 @@ def progress_metadata(
         "backfill_days_left": MetadataValue.int(
             sum(len(p.window) - p.count("completed") for p in progress)
         ),
+        "backfill_time_left": MetadataValue.text(_time_left(client, progress, limit)),
     }
+
+
+def _time_left(client: Client, progress: list[DomainProgress], limit: int | None) -> str:
+    pace = read_pace(client)
+    rows = sum(p.rows_left for p in progress)
+    if pace is None or not any(p.count("completed") for p in progress):
+        return "unknown until a day has loaded"
+    seconds = pace.seconds(rows, limit=limit)
+    return (
+        f"{seconds / 60:.1f} min ({rows:,.0f} rows at {pace.rows_per_second:,.0f} rows/s per "
+        f"load, {min(pace.parallel, limit or pace.parallel):.1f} at once, measured)"
+    )

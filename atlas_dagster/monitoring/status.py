@@ -11,6 +11,7 @@ from dagster import DagsterInstance
 
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
+from atlas_dagster.monitoring.pace import Pace, read_pace
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.scope import Scope
@@ -51,6 +52,31 @@ def _jsonable(value: object) -> object:
     if isinstance(value, dt.date | dt.datetime):
         return value.isoformat()
     return value
+
+
+def with_time_left(
+    client: Client, tenants: list[Tenant], progress: list[Row], limit: int | None
+) -> list[Row]:
+    """Each progress row with the days of its tenant-domain's window not completed yet and the
+    time they take at the domain's measured pace (monitoring/pace.py); None where unknown (a
+    tenant no longer in the tenants file, or nothing loaded yet)."""
+    by_key = {(t.organization_id, t.brand_id): t for t in tenants}
+    paces: dict[str, Pace | None] = {}
+    for row in progress:
+        domain, done = str(row["domain"]), int(row["days_done"])  # type: ignore[call-overload]
+        tenant = by_key.get((str(row["organization_id"]), str(row["brand_id"])))
+        window = (
+            tenant_window(tenant, domain=domain) if tenant and domain in tenant.domains else None
+        )
+        left = max(0, (window[1] - window[0]).days + 1 - done) if window else None
+        if domain not in paces:
+            paces[domain] = read_pace(client, domain)
+        pace, seconds = paces[domain], None
+        if left is not None and pace is not None and done:
+            rows = left * int(row["total_rows"]) / done  # type: ignore[call-overload]
+            seconds = round(pace.seconds(rows, limit=limit), 1)
+        row |= {"days_left": left, "time_left_seconds": seconds}
+    return progress
 
 
 def tenant_window(
@@ -140,16 +166,18 @@ def collect(
     instance: DagsterInstance | None,
     gap_days: int = GAP_WINDOW_DAYS,
     changes: bool | None = None,
+    limit: int | None = None,
 ) -> StatusReport:
     """`instance` None: stale loads are judged by their worker's liveness only. `changes`: list
     the exports for re-delivered days (None: when the scope holds CHANGE_SCAN_TENANTS or
-    fewer tenants)."""
+    fewer tenants). `limit`: the pool's limit, the most loads the time left counts at once."""
     parameters = scope.parameters()
     if changes is None:
         changes = sum(1 for t in tenants if scope.matches(t)) <= CHANGE_SCAN_TENANTS
     scan = changed(client, tenants, scope) if changes else ChangeScan()
+    progress = query_rows(client, sql.query("status/progress"), parameters)
     return StatusReport(
-        progress=query_rows(client, sql.query("status/progress"), parameters),
+        progress=with_time_left(client, tenants, progress, limit),
         failures=query_rows(client, sql.query("status/failures"), parameters),
         gaps=gaps(client, tenants, scope, gap_days),
         stale=stale_rows(client, scope, instance),

@@ -3,10 +3,9 @@
 Invariants: a gold tenant-day is requested once per raw change that reaches it (a landing or a
 re-load of any in-scope raw day it reads), once every in-scope raw day it reads is materialized,
 nothing it reads is loading and no gold run for it is queued or running; over all history, not
-only the latest days. The cost of a tick follows the raw events since the previous tick and the
-tenant-days still waiting, never the number of partitions: the previous tree of declarative
-conditions (any_deps_match(missing) through a MultiPartitionMapping over full subsets) cost
-51.6 s a tick at 40 tenants x 3 years and timed out at 60 (docs/benchmarks.md, Fleet).
+only the latest days. A tick costs the raw events since the previous tick and the tenant-days
+still waiting, never the number of partitions. Why not stock conditions, and when they could take
+over again: docs/architecture.md, "Design record".
 """
 
 from __future__ import annotations

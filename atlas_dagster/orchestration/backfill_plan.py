@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from atlas_dagster import sql
 from atlas_dagster.domains import DOMAINS, Domain, get_domain
 from atlas_dagster.exports.layout import DayExport, ExportError, ExportSource
-from atlas_dagster.partitions import partition_key
+from atlas_dagster.monitoring.pace import read_pace
+from atlas_dagster.orchestration.selection import Selection, select_days
+from atlas_dagster.partitions import newest_first, partition_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.resources.schema import ensure_schema
 from atlas_dagster.settings import LoadSettings
 from atlas_dagster.tenants import Tenant, TenantConfigError
@@ -22,7 +22,7 @@ from atlas_dagster.validation.schema import ValidationError, day_schemas
 class PlannedDay:
     domain: Domain
     partition_date: dt.date
-    reason: str  # why it is in the plan: 'all', 'missing' or the failure found
+    reason: str  # why it is in the plan (selection.reason): 'all', 'missing', 'failed', …
 
     @property
     def label(self) -> str:
@@ -123,61 +123,31 @@ def build_fleet_plan(
     return FleetPlan(tenants, domains, first, last)
 
 
-def _day_states(
-    clickhouse: ClickHouseResource, tenant: Tenant, domain: Domain, start: dt.date, end: dt.date
-) -> dict[dt.date, dict]:
-    parameters = {
-        "organization_id": tenant.organization_id,
-        "brand_id": tenant.brand_id,
-        "domain": domain.name,
-        "start_date": start,
-        "end_date": end,
-    }
-    with clickhouse.session() as client:
-        rows = query_rows(client, sql.query("day_states", raw_table=domain.raw_table), parameters)
-    return {row["partition_date"]: row for row in rows}
-
-
-def _selection_reason(state: dict | None, only: str) -> str | None:
-    """Why a day is selected under --only-missing / --only-failed, or None to skip it."""
-    if only == "all":
-        return "all"
-    if only == "missing":
-        return "missing" if state is None or state["status"] == "running" else None
-    if state is None or state["status"] == "running":
-        return None
-    if state["status"] == "failed":
-        return "failed"
-    if state["status"] == "completed" and state["raw_events"] != state["rows_loaded"]:
-        return f"raw table holds {state['raw_events']} events, backfill_log {state['rows_loaded']}"
-    return None
-
-
 def build_plan(
     clickhouse: ClickHouseResource,
     tenant: Tenant,
     domain_names: list[str] | None,
     start: dt.date | None,
     end: dt.date | None,
-    only: str = "all",
+    selection: Selection = Selection.ALL,
 ) -> BackfillPlan:
-    """The days to load, newest first; --only-failed also takes completed days whose raw rows
-    no longer match the log (rows deleted behind its back)."""
+    """The days to load, newest first, as `selection` takes them (orchestration/selection.py:
+    the same rule the launched run applies again when it starts)."""
     first, last = resolve_window(tenant, start, end)
     plan = BackfillPlan(tenant, resolve_domains(tenant, domain_names), first, last)
-    states = {
-        d.name: (_day_states(clickhouse, tenant, d, first, last) if only != "all" else {})
-        for d in plan.domains
-    }
-    day = last
-    while day >= first:
+    window = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    if selection is Selection.ALL:  # nothing to read: no engine opened
+        selected = {(d.name, day): "all" for d in plan.domains for day in window}
+    else:
+        with clickhouse.session() as client:
+            ensure_schema(client)
+            selected = select_days(client, tenant, plan.domains, window, selection)
+    for day in newest_first(window):
         for domain in plan.domains:
-            if not tenant.covers(day, domain.name):  # before the domain's own start, or after
-                continue
-            reason = _selection_reason(states[domain.name].get(day), only)
-            if reason is not None:
+            # Before the domain's own start, or after: not one of the tenant's days.
+            reason = selected.get((domain.name, day))
+            if reason is not None and tenant.covers(day, domain.name):
                 plan.days.append(PlannedDay(domain, day, reason))
-        day -= dt.timedelta(days=1)
     return plan
 
 
@@ -229,29 +199,27 @@ class Estimate:
     rows_per_second: float
     measured_days: int
     seconds: float
-    parallel: int
+    parallel: float  # loads at once, as measured, at most the pool's limit
 
 
 def estimate_duration(
     clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize], load: LoadSettings
 ) -> Estimate | None:
-    """From throughput measured on this target's completed loads, with the ramp-up and the
-    parallelism of `load` (the settings the runs will get); None before any load."""
+    """At the pace measured on this target's recent loads (monitoring/pace.py), with the ramp-up
+    days one at a time and at most the pool's limit of `load` at once; None before any load."""
     with clickhouse.session() as client:
         ensure_schema(client)  # a dry run may come before the first load on this target
-        [measured] = query_rows(client, sql.query("load_throughput"), {"domain": ""})
-    if not measured["days"] or not measured["seconds"]:
+        pace = read_pace(client)
+    if pace is None:
         return None
-    rate = float(measured["rows"]) / float(measured["seconds"])
     rows_by_date: dict[dt.date, int] = {}
     for size in sizes:
         if size.export is not None:
             day = size.planned.partition_date
             rows_by_date[day] = rows_by_date.get(day, 0) + size.export.num_rows
-    ramp_dates = sorted(rows_by_date, reverse=True)[: load.ramp_up_days]
+    ramp_dates = newest_first(rows_by_date)[: load.ramp_up_days]
     ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
     rest_rows = sum(rows_by_date.values()) - ramp_rows
-    # The embedded engine runs one INSERT at a time whatever the pool allows.
-    parallel = 1 if clickhouse.is_embedded() else load.parallel_inserts
-    seconds = ramp_rows / rate + rest_rows / (rate * parallel)
-    return Estimate(rate, int(measured["days"]), seconds, parallel)
+    seconds = pace.seconds(rest_rows, alone_rows=ramp_rows, limit=load.parallel_inserts)
+    parallel = min(pace.parallel, load.parallel_inserts)
+    return Estimate(pace.rows_per_second, pace.measured_days, seconds, parallel)

@@ -9,7 +9,6 @@ run still STARTED whose process is gone also gets that run reported failed.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import socket
 import threading
 import time
@@ -46,7 +45,6 @@ CLAIM_POLL_SECONDS = 0.25
 # How often a waiting claimant looks for claims of dead processes: two reads of the instance.
 RECLAIM_SECONDS = 2.0
 _WORKER_SEPARATOR = "@"
-_PRIORITY_EPOCH = dt.date(2000, 1, 1)
 
 
 class SlotWaitTimeout(WaitTimeout):
@@ -146,25 +144,27 @@ def holders(instance: DagsterInstance, pool: str = INSERT_POOL) -> str:
     found = [c for c in claims(instance, pool) if c.claimed]
     runs = _runs(instance, {c.run_id for c in found})
     limit = pool_info(instance, pool).limit
+    if limit == 0:
+        return (
+            f"pool {pool} is set to 0: INSERTs are stopped until an operator raises it "
+            f"(`dagster instance concurrency set {pool} N`, or the UI's Concurrency page)"
+        )
     if not found:
         return f"pool {pool} (limit {limit}) has no claimed slot yet; the next one is assigned"
     named = "; ".join(c.describe(runs.get(c.run_id)) for c in found)
     return f"pool {pool} (limit {limit}) is held by {named}"
 
 
-def day_priority(day: dt.date) -> int:
-    """Newer days get higher priority, so contended slots go to the newest day first."""
-    return day.toordinal() - _PRIORITY_EPOCH.toordinal()
-
-
 def ensure_insert_pool(
     instance: DagsterInstance, parallel_inserts: int = PARALLEL_INSERTS.default
 ) -> int:
-    """Seeds the pool with `parallel_inserts` (the run's ATLAS_MAX_PARALLEL_INSERTS) and returns
-    its live limit (at most 4).
+    """Seeds the pool with `parallel_inserts` (the run's ATLAS_MAX_PARALLEL_INSERTS) unless an
+    operator set its limit, and returns how many INSERTs at once the run plans for (1 to 4).
 
     An operator's own limit (`dagster instance concurrency set atlas_insert N`, or the UI) is kept
-    when it is within the cap, so parallelism can be lowered live without a redeploy.
+    when it is within the cap, so parallelism can be lowered live without a redeploy. A limit of 0
+    is the operator's stop, kept too: every claim waits (reporting the stop) until it is raised,
+    and the run plans for `parallel_inserts`, so that it resumes at full width then.
     """
     if not supports_pools(instance):
         raise PoolLimitError(
@@ -180,10 +180,10 @@ def ensure_insert_pool(
             f"ingestion); lower it with `dagster instance concurrency set {INSERT_POOL} "
             f"{parallel_inserts}` or in the UI's Concurrency page"
         )
-    if info.limit is None or info.using_default_limit or info.slot_count == 0:
+    if info.limit is None or info.using_default_limit:
         set_pool_limit(instance, INSERT_POOL, parallel_inserts)
         return parallel_inserts
-    return info.limit
+    return info.limit if info.limit > 0 else parallel_inserts
 
 
 def _claim(
@@ -201,7 +201,7 @@ def _claim(
     """Claims one slot under `step_key`; waits its turn by priority, then creation, at most
     `wait_seconds` (ATLAS_SLOT_WAIT_SECONDS), reporting who holds the slots and freeing dead
     holders' ones. A claim that gives up (canceled, timed out, failed) is withdrawn. Between two
-    tries it calls `sleep(CLAIM_POLL_SECONDS)`; `clock` times the wait (RunSlots passes both)."""
+    tries it calls `sleep(CLAIM_POLL_SECONDS)`; `clock` times the wait (InsertSlots passes both)."""
     wait = BoundedWait(
         f"a slot of pool {INSERT_POOL} for {what}",
         wait_seconds,
@@ -233,29 +233,36 @@ def _claim(
         raise
 
 
-def claims_waiting(instance: DagsterInstance, pool: str = INSERT_POOL) -> bool:
-    """Whether any claim of the pool waits for a slot (three reads of the instance, no write)."""
-    return any(p.assigned_timestamp is None for p in pool_info(instance, pool).pending_steps)
+def slot_wanted_back(instance: DagsterInstance, pool: str = INSERT_POOL) -> bool:
+    """Whether a slot held between INSERTs must go back to the pool: a claim waits for one, or an
+    operator lowered the limit below the slots claimed (0: stopped). Three reads, no write."""
+    info = pool_info(instance, pool)
+    if info.limit is not None and len(info.claimed_slots) > info.limit:
+        return True
+    return any(p.assigned_timestamp is None for p in info.pending_steps)
 
 
-# How stale a run's answer to "does another claim wait for a slot?" may be. Read after every
-# INSERT it took 12 % of the GIL-holding samples of a 240-day small load (py-spy --gil: 104 of
-# 831, three instance reads each); read at most twice a second, a claim of another run waits at
-# most this much longer for a slot this run keeps.
+# How stale a run's answer to "must a kept slot go back?" (a claim waits, or the limit was
+# lowered) may be. Read after every INSERT it took 12 % of the GIL-holding samples of a 240-day
+# small load (py-spy --gil: 104 of 831, three instance reads each); read at most twice a second,
+# a claim of another run (or an operator's stop) waits at most this much longer for a slot this
+# run keeps.
 WAITING_READ_SECONDS = 0.5
 
 
-class RunSlots:
+class InsertSlots:
     """The slots of the pool one run holds, each kept from one of its INSERTs to the next while
-    no other claim waits for a slot, instead of claimed and freed for every INSERT.
+    no other claim waits for a slot and the pool's limit still covers it, instead of claimed and
+    freed for every INSERT.
 
     A claim and its free cost about ten instance transactions (SQLite writes for a local
     instance): measured 69 ms of Python a 5k-row tenant-day, on the 2 cores the engine needs.
     The cap is unchanged (a kept slot is a claimed slot). A slot is kept only while the run still
-    has days to dispatch and the pool had no waiting claim at its last read (at most
-    WAITING_READ_SECONDS ago): otherwise it is freed at the end of its INSERT, exactly as a
-    per-INSERT claim would be, so that the pool's queue (priority, then creation) gives it to the
-    newest waiting day of any run. Kept slots carry this process's
+    has days to dispatch and, at the pool's last read (at most WAITING_READ_SECONDS ago), no claim
+    waited and the claimed slots were within the limit (an operator's lower limit, or 0 to stop,
+    takes effect at the end of each INSERT in flight): otherwise it is freed at the end of its
+    INSERT, exactly as a per-INSERT claim would be, so that the pool's queue (priority, then
+    creation) gives it to the newest waiting day of any run. Kept slots carry this process's
     worker in their step key like every claim, so a killed process's slots are freed as dead
     (`reclaim_dead_claims`); `release()` frees the idle ones when the run's loads end.
     """
@@ -286,7 +293,7 @@ class RunSlots:
         self._lock = threading.Lock()
         self._idle: list[str] = []
         self._claimed = 0
-        self._waiting_seen: tuple[float, bool] | None = None  # (clock, claims_waiting)
+        self._wanted_seen: tuple[float, bool] | None = None  # (clock, slot_wanted_back)
 
     def _new_step_key(self) -> str:
         with self._lock:
@@ -320,7 +327,7 @@ class RunSlots:
             if canceled.is_set():
                 raise ClaimCanceled("the run was canceled before this INSERT started")
             yield
-            keep = self.more_to_come() and not self._claims_waiting()
+            keep = self.more_to_come() and not self._slot_wanted_back()
         finally:
             if keep:
                 with self._lock:
@@ -328,17 +335,17 @@ class RunSlots:
             else:
                 free_pool_slot(self.instance, self.run_id, step_key)
 
-    def _claims_waiting(self) -> bool:
-        """`claims_waiting`, read at most every WAITING_READ_SECONDS by the run's threads."""
+    def _slot_wanted_back(self) -> bool:
+        """`slot_wanted_back`, read at most every WAITING_READ_SECONDS by the run's threads."""
         now = self.clock()
         with self._lock:
-            seen = self._waiting_seen
+            seen = self._wanted_seen
             if seen is not None and now - seen[0] < WAITING_READ_SECONDS:
                 return seen[1]
-        waiting = claims_waiting(self.instance)
+        wanted = slot_wanted_back(self.instance)
         with self._lock:
-            self._waiting_seen = (now, waiting)
-        return waiting
+            self._wanted_seen = (now, wanted)
+        return wanted
 
     def release(self) -> None:
         """Frees the slots kept idle (the run has no more INSERTs to start)."""

@@ -33,6 +33,7 @@ from atlas_dagster.core.tags import (
     CONCURRENCY_TAG,
     COVERED_BY_TAG,
     FLEET_LEADER_TAG,
+    SELECT_TAG,
 )
 from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
@@ -53,11 +54,7 @@ from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
-from atlas_dagster.orchestration.pools import (
-    RunSlots,
-    day_priority,
-    ensure_insert_pool,
-)
+from atlas_dagster.orchestration.pools import InsertSlots, ensure_insert_pool
 from atlas_dagster.orchestration.raw_work import (
     RawResult,
     RawWork,
@@ -67,8 +64,9 @@ from atlas_dagster.orchestration.raw_work import (
     tries_text,
 )
 from atlas_dagster.orchestration.resume import resume
-from atlas_dagster.orchestration.scheduler import LoadScheduler, LoadSlot
-from atlas_dagster.partitions import backfill_raw_partitions
+from atlas_dagster.orchestration.scheduler import LoadScheduler, OrderedWork
+from atlas_dagster.orchestration.selection import Selection, parse, select_days
+from atlas_dagster.partitions import backfill_raw_partitions, day_priority
 from atlas_dagster.partitions import partition_key as tenant_day_key
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.schema import ensure_schema
@@ -108,7 +106,7 @@ class RawRun:
         # Per tenant key: when its progress metadata was last read (monotonic seconds).
         self._progress_read: dict[str, float] = {}
         # The run's slots of the INSERT pool, set while its loads run.
-        self._slots: RunSlots | None = None
+        self._slots: InsertSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
         self._lines = DayLines(context.log)
         self._policy = RetryPolicy.from_settings(settings)
@@ -175,16 +173,48 @@ class RawRun:
     ) -> Iterator[AssetMaterialization]:
         works, refused, skipped = plan_works(self.tenants, domains, partition_keys)
         self._report_refused(refused, skipped)
-        # A relaunch after a crash: what an earlier attempt completed is not loaded again.
-        works, owed = resume(self.context, self.clickhouse, works)
-        yield from owed
-        if not works:
-            return
-        scheduler = self._start(works, domains)
         # Embedded: one open engine for the run's days, handed over whenever another waits.
         with self.clickhouse.kept_open():
+            # A relaunch after a crash: what an earlier attempt completed is not loaded again,
+            # and reported if it never was; before the selection, which would drop it unreported.
+            works, owed = resume(self.context, self.clickhouse, works)
+            yield from owed
+            works = self._selected(works)
+            if not works:
+                return
+            scheduler = self._start(works, domains)
             self._read_known(works)
             yield from self._run_loads(scheduler)
+
+    def _selected(self, works: list[RawWork]) -> list[RawWork]:
+        """The works SELECT_TAG takes (selection.py), read now: a day completed since the launch
+        was planned, by an earlier attempt of this run or by another launch, is not reloaded."""
+        selection = parse(self.context.run.tags.get(SELECT_TAG))
+        if selection is Selection.ALL:
+            return works
+        by_tenant: dict[str, list[RawWork]] = {}
+        for work in works:
+            by_tenant.setdefault(work.tenant.key, []).append(work)
+        taken: set[RawWork] = set()
+        with self.clickhouse.session() as client:
+            ensure_schema(client)
+            for tenant_works in by_tenant.values():
+                tenant = tenant_works[0].tenant
+                domains = list({w.domain.name: w.domain for w in tenant_works}.values())
+                days = sorted({w.tenant_day.partition_date for w in tenant_works})
+                source = self._sources.setdefault(tenant.key, ExportSource(tenant))
+                selected = select_days(client, tenant, domains, days, selection, source)
+                taken |= {
+                    w
+                    for w in tenant_works
+                    if (w.domain.name, w.tenant_day.partition_date) in selected
+                }
+        kept = [w for w in works if w in taken]  # in the run's order: newest first
+        self.context.log.info(
+            f"day selection '{selection}': loading {len(kept)} of the range's {len(works)} "
+            f"tenant-day(s); the other {len(works) - len(kept)} are left as they are"
+        )
+        return kept
 
     def _report_refused(self, refused: list[tuple[RawWork | None, str, str]], skipped: int) -> None:
         """Days the run will not load: skipped ones counted, refused ones failed with checks."""
@@ -209,7 +239,7 @@ class RawRun:
         assert self._pressure is not None
         scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
             [
-                LoadSlot(
+                OrderedWork(
                     w, w.tenant.key, (w.tenant.key, w.domain.name), w.tenant_day.partition_date, i
                 )
                 for i, w in enumerate(works)
@@ -225,7 +255,7 @@ class RawRun:
             f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
             f"after each tenant's first {self.settings.ramp_up_days} day(s) pass one at a time"
         )
-        self._slots = RunSlots(
+        self._slots = InsertSlots(
             self.context.instance,
             self.run_id,
             RAW_STEP,
@@ -363,7 +393,9 @@ class RawRun:
         tenant = result.work.tenant
         if force or self._progress_due(tenant):
             with self.clickhouse.session() as client:
-                result.progress = progress_metadata(client, tenant)
+                result.progress = progress_metadata(
+                    client, tenant, limit=self.settings.parallel_inserts
+                )
 
     def _execute(
         self, work: RawWork, canceled: threading.Event, mark_started: Callable[[], None]
@@ -434,7 +466,9 @@ class RawRun:
             self._probe(client, prepared.timer)
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
-                    result.progress = progress_metadata(client, work.tenant)
+                    result.progress = progress_metadata(
+                        client, work.tenant, limit=self.settings.parallel_inserts
+                    )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"
         assert self._slots is not None
@@ -574,6 +608,10 @@ def _checked(
 ) -> CheckedDay:
     day = work.tenant_day.partition_date
     return CheckedDay(work.tenant, work.domain, day, export, loaded_by)
+
+
+def _day_key(work: RawWork) -> tuple[str, dt.date]:
+    return work.domain.name, work.tenant_day.partition_date
 
 
 def _refused(work: RawWork, reason: str) -> CheckedDay:

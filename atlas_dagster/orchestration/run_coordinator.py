@@ -36,10 +36,10 @@ from atlas_dagster.core.tags import (
 )
 from atlas_dagster.dagster_internals import backfill_target_partitions, coordinator_instance
 from atlas_dagster.domains import RAW_ASSET_KEYS
-from atlas_dagster.orchestration.pools import day_priority
 from atlas_dagster.partitions import (
     backfill_raw_partitions,
     date_of_key,
+    day_priority,
     partitions_for,
     run_partition_bounds,
     tenant_of_key,

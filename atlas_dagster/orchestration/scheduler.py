@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from atlas_dagster.partitions import newest_first
+
 WorkT = TypeVar("WorkT")
 ResultT = TypeVar("ResultT")
 
@@ -34,7 +36,7 @@ EVENT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
-class LoadSlot(Generic[WorkT]):
+class OrderedWork(Generic[WorkT]):
     """One unit of work (a tenant-day of one domain) and where it sits in the order."""
 
     work: WorkT
@@ -48,7 +50,7 @@ class LoadSlot(Generic[WorkT]):
 class Outcome(Generic[WorkT, ResultT]):
     """What a worker reports: the result, and whether the day counts as passed for the ramp-up."""
 
-    slot: LoadSlot[WorkT]
+    slot: OrderedWork[WorkT]
     result: ResultT
     passed: bool
 
@@ -92,7 +94,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
 
     def __init__(
         self,
-        slots: Sequence[LoadSlot[WorkT]],
+        slots: Sequence[OrderedWork[WorkT]],
         execute: Execute,
         parallelism: int,
         ramp_days: int,
@@ -131,7 +133,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         for slot in self.slots:
             dates[slot.tenant_key].add(slot.partition_date)
         ramps = {
-            tenant_key: _TenantRamp(frozenset(sorted(tenant_dates, reverse=True)[:ramp_days]), 0)
+            tenant_key: _TenantRamp(frozenset(newest_first(tenant_dates)[:ramp_days]), 0)
             for tenant_key, tenant_dates in dates.items()
         }
         # One pass: a fleet run holds 100 tenants × 365 days × 4 domains (146k slots).
@@ -168,7 +170,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
                 return None
             return max(0.0, min(self._not_before.values()) - time.monotonic())
 
-    def _eligible(self, slot: LoadSlot[WorkT], in_flight: int) -> bool:
+    def _eligible(self, slot: OrderedWork[WorkT], in_flight: int) -> bool:
         state, ramp = self._state, self._ramps[slot.tenant_key]
         if in_flight >= self.limit():
             return False
@@ -203,7 +205,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
             state.in_flight_by_tenant[slot.tenant_key] += 1
             self._pool.submit(self._work, slot)
 
-    def _work(self, slot: LoadSlot[WorkT]) -> None:
+    def _work(self, slot: OrderedWork[WorkT]) -> None:
         def mark_started() -> None:
             with self._lock:
                 self._state.started.add(slot.position)
@@ -234,7 +236,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
             self._dispatch()
         self._events.put(("done", slot.position, (result, passed)))
 
-    def _requeue(self, slot: LoadSlot[WorkT], delay: float) -> None:
+    def _requeue(self, slot: OrderedWork[WorkT], delay: float) -> None:
         """Back among the pending slots, in its place, not before `delay` seconds from now; it
         no longer counts as in flight (called with the lock held)."""
         state = self._state
@@ -243,7 +245,7 @@ class LoadScheduler(Generic[WorkT, ResultT]):
         self._not_before[slot.position] = time.monotonic() + delay
         bisect.insort(self._pending, slot, key=lambda s: s.position)
 
-    def _finish(self, slot: LoadSlot[WorkT], passed: bool) -> None:
+    def _finish(self, slot: OrderedWork[WorkT], passed: bool) -> None:
         state, ramp = self._state, self._ramps[slot.tenant_key]
         state.done.add(slot.position)
         state.in_flight_by_tenant[slot.tenant_key] -= 1

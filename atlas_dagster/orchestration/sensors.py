@@ -32,7 +32,7 @@ from atlas_dagster.resources.schema import ensure_schema
 SENSOR_LOCK_WAIT_SECONDS = 10.0
 
 
-def _brief(clickhouse: ClickHouseResource) -> ClickHouseResource:
+def brief_engine(clickhouse: ClickHouseResource) -> ClickHouseResource:
     return ClickHouseResource(
         dsn=clickhouse.dsn,
         cluster=clickhouse.cluster,
@@ -49,7 +49,7 @@ def _fail_loads_of(
     context: RunStatusSensorContext, run: DagsterRun, clickhouse: ClickHouseResource
 ) -> SkipReason:
     try:
-        with _brief(clickhouse).session() as client:
+        with brief_engine(clickhouse).session() as client:
             ensure_schema(client)  # the worker column may be newer than the database
             marked = fail_loads_of_run(client, run)
     except EngineBusyError as exc:
@@ -115,7 +115,7 @@ def _stale_sweep(context: SensorEvaluationContext, clickhouse: ClickHouseResourc
     # keep them leaked.
     reclaim_dead_claims(context.instance, INSERT_POOL, context.log)
     try:
-        with _brief(clickhouse).session() as client:
+        with brief_engine(clickhouse).session() as client:
             ensure_schema(client)
             result = sweep(client, context.instance)
     except EngineBusyError as exc:

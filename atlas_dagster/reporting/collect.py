@@ -11,6 +11,7 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
+from atlas_dagster.monitoring.pace import Pace, read_pace
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import dsn_password, query_rows
@@ -60,12 +61,6 @@ TenantKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class Throughput:
-    rows_per_second: float
-    measured_days: int
-
-
-@dataclass(frozen=True)
 class DomainSummary:
     domain: str
     expected_days: int  # the window's days up to yesterday: what can be exported by now
@@ -76,7 +71,7 @@ class DomainSummary:
     rows: int
     first_day: dt.date | None
     last_day: dt.date | None
-    eta_seconds: float | None  # loading time left at the measured throughput; None: unknown
+    eta_seconds: float | None  # loading time left at the measured pace; None: unknown
 
     @property
     def missing(self) -> int:
@@ -110,8 +105,7 @@ class TenantReport:
     failures: list[ClientFailure] = field(default_factory=list)
     # Loaded days delivered again since: (domain, day, what changed), newest first.
     redelivered: list[tuple[str, dt.date, str]] = field(default_factory=list)
-    throughput: Throughput | None = None
-    parallel: int = 1
+    pace: Pace | None = None  # this tenant's domains' measured pace, weighted by their days
 
     @property
     def key(self) -> str:
@@ -150,7 +144,7 @@ class FleetRows:
     days: dict[TenantKey, dict[str, dict[str, list[int]]]]
     failures: dict[TenantKey, list[dict]]
     gold: dict[str, dict[TenantKey, set[int]]]
-    throughput: dict[str, Throughput | None]
+    pace: dict[str, Pace | None]
 
 
 def _tenant_parameters(tenants: Sequence[Tenant], last_day: dt.date) -> dict[str, object]:
@@ -161,18 +155,10 @@ def _tenant_parameters(tenants: Sequence[Tenant], last_day: dt.date) -> dict[str
     }
 
 
-def _throughput(client: Client, domain: str) -> Throughput | None:
-    [measured] = query_rows(client, sql.query("load_throughput"), {"domain": domain})
-    if not measured["days"] or not measured["seconds"]:
-        return None
-    rate = float(measured["rows"]) / float(measured["seconds"])
-    return Throughput(rate, int(measured["days"]))
-
-
 def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> FleetRows:
     """At most 11 queries whatever the number of tenants: summary, calendar days and failures
-    (grouped by tenant and domain), one per gold table, and load_throughput.sql per domain (the
-    throughput measured on all completed loads of this target, as backfill --dry-run uses)."""
+    (grouped by tenant and domain), one per gold table, and load_pace.sql per domain (the pace
+    measured on this target's recent loads, monitoring/pace.py, as backfill --dry-run uses)."""
     parameters = _tenant_parameters(tenants, today - dt.timedelta(days=1))
     summary: dict[TenantKey, dict[str, dict]] = {}
     for row in query_rows(client, sql.query("report/summary"), parameters):
@@ -193,8 +179,8 @@ def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> Fle
             for row in query_rows(client, text, parameters)
         }
     domains = sorted({d for t in tenants for d in t.domains})
-    throughput = {domain: _throughput(client, domain) for domain in domains}
-    return FleetRows(summary, days, failures, gold, throughput)
+    pace = {domain: read_pace(client, domain) for domain in domains}
+    return FleetRows(summary, days, failures, gold, pace)
 
 
 def _day_number(day: dt.date) -> int:
@@ -235,17 +221,15 @@ def _redelivered(
     )
 
 
-def _eta(
-    row: dict | None, remaining: int, throughput: Throughput | None, parallel: int
-) -> float | None:
-    """Days left × this tenant-domain's mean rows per completed day, at the measured rate, over
-    the INSERTs this target runs at once."""
+def _eta(row: dict | None, remaining: int, pace: Pace | None, limit: int) -> float | None:
+    """Days left × this tenant-domain's mean rows per completed day, at the domain's measured
+    pace with at most `limit` loads at once."""
     if remaining == 0:
         return 0.0
-    if row is None or not row["days_done"] or throughput is None:
+    if row is None or not row["days_done"] or pace is None:
         return None
     rows_per_day = float(row["source_rows"]) / float(row["days_done"])
-    return remaining * rows_per_day / throughput.rows_per_second / max(1, parallel)
+    return pace.seconds(remaining * rows_per_day, limit=limit)
 
 
 def _domain_summary(
@@ -253,8 +237,8 @@ def _domain_summary(
     cells: str,
     due: int,
     row: dict | None,
-    throughput: Throughput | None,
-    parallel: int,
+    pace: Pace | None,
+    limit: int,
 ) -> DomainSummary:
     """Day counts from the calendar's cells (the first `due` are the days due); rows and the
     first and last loaded day from summary.sql's row."""
@@ -270,7 +254,7 @@ def _domain_summary(
         rows=int(row["rows_loaded"]) if row else 0,
         first_day=row["first_done"] if loaded else None,
         last_day=row["last_done"] if loaded else None,
-        eta_seconds=_eta(row, max(0, due - done), throughput, parallel),
+        eta_seconds=_eta(row, max(0, due - done), pace, limit),
     )
 
 
@@ -308,7 +292,7 @@ def build_report(
     tenant: Tenant,
     rows: FleetRows,
     today: dt.date,
-    parallel: int,
+    limit: int,
     known_secrets: tuple[str | None, ...] = (),
     changes: ChangeScan | None = None,
 ) -> TenantReport:
@@ -335,7 +319,6 @@ def build_report(
         last,
         expected_last,
         failures=failures,
-        parallel=parallel,
     )
     summary = rows.summary.get(key, {})
     report.redelivered = [
@@ -347,16 +330,15 @@ def build_report(
         cells = _redelivered(cells, report.redelivered, domain, first)
         report.calendar[domain] = cells
         report.domains.append(
-            _domain_summary(
-                domain, cells, due, summary.get(domain), rows.throughput.get(domain), parallel
-            )
+            _domain_summary(domain, cells, due, summary.get(domain), rows.pace.get(domain), limit)
         )
     report.gold_calendar, report.gold = _gold(tenant, rows, report.calendar, first, length)
-    measured = [t for d in tenant.domains if (t := rows.throughput.get(d)) is not None]
+    measured = [p for d in tenant.domains if (p := rows.pace.get(d)) is not None]
     if measured:
-        days = sum(t.measured_days for t in measured)
-        rate = sum(t.rows_per_second * t.measured_days for t in measured) / days
-        report.throughput = Throughput(rate, days)
+        days = sum(p.measured_days for p in measured)
+        rate = sum(p.rows_per_second * p.measured_days for p in measured) / days
+        parallel = sum(p.parallel * p.measured_days for p in measured) / days
+        report.pace = Pace(rate, parallel, days)
     return report
 
 
@@ -366,8 +348,8 @@ def collect_reports(
     today: dt.date | None = None,
     parallel_inserts: int = DEFAULT_PARALLEL_INSERTS,
 ) -> list[TenantReport]:
-    """Every tenant's report from one read of the fleet (one engine session); a server's time
-    left assumes `parallel_inserts` INSERTs at once (the caller's ATLAS_MAX_PARALLEL_INSERTS)."""
+    """Every tenant's report from one read of the fleet (one engine session); the time left is at
+    the measured pace, at most `parallel_inserts` loads at once (ATLAS_MAX_PARALLEL_INSERTS)."""
     today = today or dt.datetime.now(dt.UTC).date()
     if not tenants:
         return []
@@ -375,10 +357,10 @@ def collect_reports(
         ensure_schema(client)
         rows = read_fleet(client, tenants, today)
         changes = {t.key: _changes(client, t, today) for t in tenants}
-    # The embedded engine runs one INSERT at a time whatever the pool allows.
-    parallel = 1 if clickhouse.is_embedded() else parallel_inserts
     secrets = (dsn_password(clickhouse.resolved_dsn()),)
-    return [build_report(t, rows, today, parallel, secrets, changes[t.key]) for t in tenants]
+    return [
+        build_report(t, rows, today, parallel_inserts, secrets, changes[t.key]) for t in tenants
+    ]
 
 
 def _changes(client: Client, tenant: Tenant, today: dt.date) -> ChangeScan | None:

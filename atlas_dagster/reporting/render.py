@@ -113,7 +113,10 @@ def as_json(report: TenantReport) -> str:
         "percent_complete": round(report.percent, 1),
         "eta": duration(report.eta_seconds),
         "eta_seconds": report.eta_seconds,
-        "rows_per_second": report.throughput.rows_per_second if report.throughput else None,
+        # Events per second across the loads that run at once, as the client's time left uses.
+        "rows_per_second": report.pace.rows_per_second * report.pace.parallel
+        if report.pace
+        else None,
         "domains": summary_rows(report),
         "gold": [vars(g) for g in report.gold],
         "failures": failures,
@@ -488,12 +491,12 @@ def _lead(report: TenantReport) -> str:
 
 
 def as_html(report: TenantReport) -> str:
-    rate = report.throughput
+    rate = report.pace
     # The rate is the target's, measured over every client's loads: how many days it was
     # measured on would tell this client the size of the others' histories, so it is not shown.
     basis = (
-        f"Estimates assume loading continues at the {rate.rows_per_second:,.0f} events per "
-        "second measured on our system."
+        f"Estimates assume loading continues at the "
+        f"{rate.rows_per_second * rate.parallel:,.0f} events per second measured on our system."
         if rate
         else "Estimates appear once the first days are loaded."
     )

@@ -21,7 +21,7 @@ from atlas_dagster.cli.dagster_dev import DagsterStack, free_port
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests.bulk_exports import ensure_bulk_day
+from testkit.bulk_exports import ensure_bulk_day
 
 
 def days_of(first: dt.date, last: dt.date) -> list[dt.date]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from atlas_dagster_tests.insert_timeline import InsertInterval
+from testkit.insert_timeline import InsertInterval
 
 # dispatched_at is stamped by the worker thread right after the scheduler's decision.
 THREAD_START_SECONDS = 0.25

@@ -14,8 +14,7 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
-from atlas_dagster_tests.conftest import run_resources
-from atlas_dagster_tests.load_support import load_day
+from testkit.load_support import load_day, run_resources
 
 # The grouping columns of each gold table besides the tenant and the day.
 GOLD_KEYS: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,7 @@ import pytest
 from dagster import DagsterInstance
 
 from atlas_dagster.cli.dagster_dev import DagsterStack, free_port, serve
-from atlas_dagster_tests.dagster_stack import DAGSTER_YAML, REPO, isolated_env, run_dagster_dev
+from testkit.dagster_stack import DAGSTER_YAML, REPO, isolated_env, run_dagster_dev
 
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0

@@ -1,0 +1,53 @@
+"""How fast loads go on this target, measured from backfill_log's recent completed loads: rows
+per second per load and how many loads actually ran at once (each load's view of it, so idle
+gaps between backfills do not count). The one time-left computation that `backfill --dry-run`,
+the raw run's progress metadata, `status` and the client report use."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from dataclasses import dataclass
+
+from clickhouse_connect.driver.client import Client
+
+from atlas_dagster import sql
+from atlas_dagster.resources.connection import query_rows
+
+# Enough loads to smooth one slow day out, recent enough to follow a change of target or pool.
+RECENT_LOADS = 500
+
+
+@dataclass(frozen=True)
+class Pace:
+    rows_per_second: float  # per load (validation, INSERT, checks), as the loads ran
+    parallel: float  # loads running at once, as the measured loads saw it (>= 1)
+    measured_days: int
+
+    def seconds(self, rows: float, alone_rows: float = 0.0, limit: int | None = None) -> float:
+        """Time to load `rows` at this pace, plus `alone_rows` loaded one at a time (a tenant's
+        ramp-up days), with at most `limit` loads at once (the pool's limit now)."""
+        parallel = max(1.0, min(self.parallel, limit) if limit else self.parallel)
+        return (alone_rows + rows / parallel) / self.rows_per_second
+
+
+def read_pace(client: Client, domain: str = "") -> Pace | None:
+    """The pace of `domain`'s recent loads ('' for all domains); None before any load."""
+    rows = query_rows(client, sql.query("load_pace"), {"domain": domain, "recent": RECENT_LOADS})
+    spans = [(r["started_at"], r["updated_at"]) for r in rows]
+    seconds = sum((end - start).total_seconds() for start, end in spans)
+    if not rows or seconds <= 0:
+        return None
+    total = sum(int(r["source_rows"]) for r in rows)
+    return Pace(total / seconds, concurrency(spans), len(rows))
+
+
+def concurrency(spans: list[tuple[dt.datetime, dt.datetime]]) -> float:
+    """The mean number of loads running at each load's midpoint, itself included."""
+    starts = sorted(start for start, _ in spans)
+    ends = sorted(end for _, end in spans)
+    running = [
+        bisect.bisect_right(starts, mid) - bisect.bisect_right(ends, mid)
+        for mid in (start + (end - start) / 2 for start, end in spans)
+    ]
+    return max(1.0, sum(running) / len(running))

@@ -1,0 +1,1 @@
+"""Helpers the test suite and the benchmarks share (exports, stacks, servers); never installed."""
