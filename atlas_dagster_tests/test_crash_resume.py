@@ -3,7 +3,8 @@ worker) SIGKILLed while the backfill's ranged run is inside its INSERTs; the sta
 on the same DAGSTER_HOME and data directory finishes the backfill with no command: the stale-load
 sweep fails the dead run, Dagster's run retries relaunch it, the relaunch skips the days the dead
 run completed (orchestration/resume.py), and the backfill waits for it. Once as `dagster dev` on
-the default SQLite instance, once as webserver + daemon started separately on PostgreSQL."""
+the default SQLite instance with the backfill launched as the UI does, once as webserver + daemon
+started separately on PostgreSQL with it launched as `atlas-dagster backfill` does."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from dagster import RunsFilter
 
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack
-from atlas_dagster.core.tags import BACKFILL_ID_TAG
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, SELECT_TAG, TENANT_TAG
 from atlas_dagster.dagster_internals import pool_info
 from atlas_dagster.orchestration.pools import INSERT_POOL
+from atlas_dagster.orchestration.selection import DEFAULT_SELECTION
 from atlas_dagster.tenants import load_tenants
 from testkit.crash_support import (
     days_of,
@@ -80,6 +82,18 @@ def _stack(
         yield running
 
 
+def _launch(api: DagsterApi, cli: bool) -> str:
+    """As the UI's dialog does (no day selection: every day), or as `atlas-dagster backfill`
+    does: one range per asset, tagged with its default selection (incomplete), which the
+    relaunch inherits and applies after skipping what its family completed."""
+    assets = [f"tbt_raw_events_{d}" for d in DOMAINS]
+    if not cli:
+        return launch_like_the_ui(api, [_key(d) for d in DAYS], assets)
+    ranges = {asset: [(_key(DAYS[0]), _key(DAYS[-1]))] for asset in assets}
+    tags = {TENANT_TAG: f"{ORG}.main", SELECT_TAG: str(DEFAULT_SELECTION)}
+    return api.launch_backfill(ranges, "crash", tags)
+
+
 @contextlib.contextmanager
 def _server(storage: str) -> Iterator[PostgresServer | None]:
     if storage == "sqlite":
@@ -119,9 +133,7 @@ def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | 
     with _stack(work, tenants_file, server) as (stack, roots):
         dsn = stack.env["ATLAS_CLICKHOUSE_DSN"]
         api = DagsterApi(stack.url)
-        backfill_id = launch_like_the_ui(
-            api, [_key(d) for d in DAYS], [f"tbt_raw_events_{d}" for d in DOMAINS]
-        )
+        backfill_id = _launch(api, cli=server is not None)
         with instance_at(stack.home, stack.env) as instance:
             wait_until(
                 lambda: materialized_count(instance, backfill_id) >= KILL_AFTER,
