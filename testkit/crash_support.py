@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, RunsFilter
@@ -87,16 +88,26 @@ def table_folder(data_dir: Path, table: str) -> Path:
     return data_dir / "store" / uuid[:3] / uuid
 
 
-def wait_for_insert(folders: list[Path], timeout: float, explain: Callable[[], str]) -> None:
-    """Until a part is being written in one of the folders (tmp_insert_*): an INSERT is in
-    progress, its day logged 'running'. Polled from the file system: the loading process holds
-    the engine, so the test cannot query it."""
+def parts_in_writing(folders: list[Path]) -> set[Path]:
+    """The parts being written in the folders now (tmp_insert_*)."""
+    found: set[Path] = set()
+    for folder in folders:
+        with contextlib.suppress(FileNotFoundError):
+            found |= {p for p in folder.iterdir() if p.name.startswith("tmp_insert")}
+    return found
+
+
+def wait_for_insert(
+    folders: list[Path],
+    timeout: float,
+    explain: Callable[[], str],
+    leftovers: Collection[Path] = (),
+) -> None:
+    """Until a part is being written in one of the folders (tmp_insert_*, other than the
+    leftovers of a killed INSERT): an INSERT is in progress, its day logged 'running'. Polled
+    from the file system: the loading process holds the engine, so the test cannot query it."""
     deadline = time.monotonic() + timeout
-    while True:
-        for folder in folders:
-            with contextlib.suppress(FileNotFoundError):
-                if any(p.name.startswith("tmp_insert") for p in folder.iterdir()):
-                    return
+    while not parts_in_writing(folders) - set(leftovers):
         assert time.monotonic() < deadline, explain()
         time.sleep(0.002)
 
@@ -209,3 +220,33 @@ def _answers(url: str) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+def loads_by_run(
+    instance: DagsterInstance, run_ids: list[str]
+) -> tuple[dict[tuple[str, str], list[str]], set[tuple[str, str]]]:
+    """(asset, partition) -> the runs whose materialization says they loaded it, and the ones a
+    relaunch reported "resumed": completed by an earlier attempt that was killed before it
+    reported the day (a run reports each day one behind); no load."""
+    loads: dict[tuple[str, str], list[str]] = {}
+    resumed: set[tuple[str, str]] = set()
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+            materialization = entry.asset_materialization
+            if materialization is None:
+                continue
+            key = (materialization.asset_key.to_user_string(), str(materialization.partition))
+            if "resumed" in materialization.metadata:
+                resumed.add(key)
+            else:
+                loads.setdefault(key, []).append(run_id)
+    return loads, resumed
+
+
+def run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
+    """The run worker's pid, from the run's own "Started process for run (pid: N)" event."""
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
+        match = re.search(r"Started process for run \(pid: (\d+)\)", entry.message or "")
+        if match:
+            return int(match.group(1))
+    return None
