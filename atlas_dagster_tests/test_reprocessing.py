@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -146,7 +147,7 @@ def _assert_raw_and_gold_equal_the_export(clickhouse: ClickHouseResource, tenant
 def test_a_redelivered_period_is_found_reloaded_and_replayed_exactly(
     tenant: Tenant, capsys: pytest.CaptureFixture
 ) -> None:
-    clickhouse = ClickHouseResource()
+    clickhouse = ClickHouseResource(dsn=os.environ["ATLAS_CLICKHOUSE_DSN"])
     definitions = build_definitions()
     assert _cli(capsys, "load")[0] == 0
     every_key = {f"{day}|{tenant.key}" for day in DAYS}

@@ -319,7 +319,7 @@ def load_unchecked_worker(org: str, brand: str) -> None:
     from dagster import AssetSelection, DagsterInstance, materialize
 
     from atlas_dagster.assets.raw import raw_assets
-    from atlas_dagster.cli.engine import engine
+    from atlas_dagster.cli.engine import clickhouse_resource
     from atlas_dagster.partitions import partition_key, partitions_for
     from atlas_dagster.resources.atlas_settings import RESOURCE_KEY, AtlasSettings
     from atlas_dagster.settings import current_settings
@@ -333,7 +333,7 @@ def load_unchecked_worker(org: str, brand: str) -> None:
             raw_assets(tenants, partitions_for(tenants)),
             selection=AssetSelection.assets(*tables).without_checks(),
             instance=instance,
-            resources={"clickhouse": engine(), RESOURCE_KEY: AtlasSettings.wired()},
+            resources={"clickhouse": clickhouse_resource(), RESOURCE_KEY: AtlasSettings.wired()},
             tags={
                 "dagster/asset_partition_range_start": partition_key(tenant.start_date, tenant.key),
                 "dagster/asset_partition_range_end": partition_key(tenant.end_date, tenant.key),

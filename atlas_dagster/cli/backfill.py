@@ -13,7 +13,7 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
-from atlas_dagster.cli.engine import engine
+from atlas_dagster.cli.engine import clickhouse_resource
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.core.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -68,7 +68,9 @@ def _tenant(args: argparse.Namespace) -> Tenant:
 
 def _plan(args: argparse.Namespace) -> BackfillPlan:
     domains = args.domains.split(",") if args.domains else None
-    return build_plan(engine(), _tenant(args), domains, args.start, args.end, args.selection)
+    return build_plan(
+        clickhouse_resource(), _tenant(args), domains, args.start, args.end, args.selection
+    )
 
 
 def key_ranges(partition_keys: list[str]) -> list[tuple[str, str]]:
@@ -128,7 +130,7 @@ def print_plan(plan: BackfillPlan, sizes: list[DaySize], estimate: Estimate | No
 def print_changed(plan: BackfillPlan, shown: int = 20) -> None:
     """The window's completed days whose export changed since their load, apart from the plan:
     a re-delivery is reloaded only when asked (--only-changed). One listing per domain."""
-    with engine().session() as client:
+    with clickhouse_resource().session() as client:
         scan = scan_tenant(
             client, plan.tenant, [d.name for d in plan.domains], plan.start, plan.end
         )
@@ -212,7 +214,7 @@ def run_backfill(args: argparse.Namespace) -> int:
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
-        estimate = estimate_duration(engine(), plan, sizes, current_settings().load)
+        estimate = estimate_duration(clickhouse_resource(), plan, sizes, current_settings().load)
         print_plan(plan, sizes, estimate)
         if args.selection is not Selection.CHANGED:
             print_changed(plan)
@@ -315,7 +317,7 @@ def run_load(args: argparse.Namespace) -> int:
             selection=[d.raw_table for d in plan.domains],
             instance=instance,
             # The run's tunables as the code location wires them: from this environment.
-            resources={"clickhouse": engine(), RESOURCE_KEY: AtlasSettings.wired()},
+            resources={"clickhouse": clickhouse_resource(), RESOURCE_KEY: AtlasSettings.wired()},
             tags={
                 ASSET_PARTITION_RANGE_START_TAG: min(keys),
                 ASSET_PARTITION_RANGE_END_TAG: max(keys),

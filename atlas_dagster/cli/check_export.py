@@ -8,7 +8,7 @@ from collections import Counter
 
 from atlas_dagster.checks.export_window import ExportState, listed_states
 from atlas_dagster.cli.backfill import print_readings, window_arguments
-from atlas_dagster.cli.engine import engine
+from atlas_dagster.cli.engine import clickhouse_resource
 from atlas_dagster.core.days import days_between
 from atlas_dagster.domains import Domain
 from atlas_dagster.exports.layout import DayExport, ExportSource
@@ -41,7 +41,7 @@ def run_check_export(args: argparse.Namespace) -> int:
         f"check-export {tenant.key} {first}..{last}: every file's schema, footers and rows "
         "against the contract, read inside ClickHouse; nothing is written"
     )
-    clickhouse = engine()
+    clickhouse = clickhouse_resource()
     source = ExportSource(tenant)
     exports: list[tuple[Domain, DayExport]] = []
     failing = 0

@@ -16,7 +16,7 @@ from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import DagsterApi, DagsterApiError, default_url
 from atlas_dagster.cli.dagster_dev import serve
 from atlas_dagster.cli.demo_data import write_demo_exports
-from atlas_dagster.cli.engine import engine
+from atlas_dagster.cli.engine import clickhouse_resource
 from atlas_dagster.cli.status import run_status
 from atlas_dagster.core.days import days_between
 from atlas_dagster.gold.tables import GOLD_TABLES
@@ -86,7 +86,7 @@ def _print_gold(tenant: Tenant) -> None:
         "brand_id": tenant.brand_id,
         "since": since,
     }
-    with engine().session() as client:
+    with clickhouse_resource().session() as client:
         rows = query_rows(client, sql.query("demo_gold_summary"), parameters)
     print(f"\natlas.gold_ggr_daily FINAL, {tenant.key}, from {since}:")
     columns = ["day", "vertical", "currency", "bets", "turnover", "payouts", "ggr"]
@@ -98,7 +98,7 @@ def _print_gold(tenant: Tenant) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     tenant = load_tenants(current_settings().tenants_file)[0]
     print(f"writing demo exports for {tenant.key}: {write_demo_exports(tenant)} rows")
-    with engine().session() as client:
+    with clickhouse_resource().session() as client:
         print(f"applied {apply_schema(client)} statements from sql/schema")
     with _dagster(args.url) as api:
         selection = {

@@ -11,7 +11,7 @@ from dagster import DagsterInvariantViolationError
 
 from atlas_dagster.cli import backfill, check_export, demo, report, verify
 from atlas_dagster.cli.dagster_api import DagsterApiError
-from atlas_dagster.cli.engine import engine
+from atlas_dagster.cli.engine import clickhouse_resource
 from atlas_dagster.cli.pause import register as register_pause
 from atlas_dagster.cli.status import add_status_command
 from atlas_dagster.core.waits import LOGGER as WAIT_LOGGER
@@ -23,7 +23,7 @@ from atlas_dagster.tenants import TenantConfigError, load_tenants, tenant_by_key
 
 
 def _init_db(_: argparse.Namespace) -> int:
-    with engine().session() as client:
+    with clickhouse_resource().session() as client:
         print(f"applied {apply_schema(client)} statements from sql/schema")
     return 0
 
@@ -90,7 +90,7 @@ def _check_and_sweep() -> None:
     from atlas_dagster.resources.schema import ensure_schema
 
     with DagsterInstance.get() as instance:
-        with engine().session() as client:
+        with clickhouse_resource().session() as client:
             ensure_schema(client)
             result = sweep(client, instance)
     for item in result.marked:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_and_sweep()
         return args.run(args)
     except OPERATOR_ERRORS as exc:
-        text = engine().redact(str(exc)).strip().splitlines()
+        text = clickhouse_resource().redact(str(exc)).strip().splitlines()
         print(f"atlas-dagster: {text[0] if text else type(exc).__name__}", file=sys.stderr)
         return 2
     finally:

@@ -14,7 +14,7 @@ from operator import itemgetter
 
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.engine import engine
+from atlas_dagster.cli.engine import clickhouse_resource
 from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.monitoring.status import (
@@ -115,7 +115,7 @@ def run_status(args: argparse.Namespace) -> int:
         raise ValueError("--gap-days must be at least 1")
     scope = Scope(args.org, args.brand, args.domain)
     tenants = load_tenants(current_settings().tenants_file)
-    with _dagster_instance() as instance, engine().session() as client:
+    with _dagster_instance() as instance, clickhouse_resource().session() as client:
         ensure_schema(client)
         report = collect(
             client,

@@ -26,7 +26,7 @@ from atlas_dagster.resources.embedded_engine import (
     release_file_lock,
 )
 from atlas_dagster.secrets import redact
-from atlas_dagster.settings import EMBEDDED_INFLIGHT_MB, check_cluster, current_settings
+from atlas_dagster.settings import EMBEDDED_INFLIGHT_MB, check_cluster
 
 # Engines kept open by `ClickHouseResource.kept_open()`, per DSN, shared by the process's threads.
 _KEPT: dict[str, tuple[KeptEngine, int]] = {}
@@ -38,15 +38,14 @@ _INFLIGHT = InflightBytes()
 class ClickHouseResource(ConfigurableResource):
     """One DSN: chdb:///abs/path (embedded, the default) or http(s)://user:pw@host:port.
 
-    definitions.py configures every field from the code location's settings; a resource built
-    without one (the CLI, tests) takes the process's settings (settings.current_settings)."""
+    Configured where it is wired, from the settings: definitions.py (EnvVar per variable) and the
+    CLI (cli/engine.py); it never reads the environment or the settings itself."""
 
-    dsn: str = ""
-    # A cluster name ('': none); None: the process's ATLAS_CLICKHOUSE_CLUSTER.
-    cluster: str | None = None
-    # Parquet megabytes the process's embedded INSERTs may read at once; 0: the process's
-    # ATLAS_EMBEDDED_INFLIGHT_MB.
-    embedded_inflight_mb: int = 0
+    dsn: str
+    # A cluster name ('': none): a day's read uses s3Cluster over it.
+    cluster: str = ""
+    # Parquet megabytes the process's embedded INSERTs may read at once.
+    embedded_inflight_mb: int = EMBEDDED_INFLIGHT_MB.default
     lock_wait_seconds: float = 3600.0
     # Set per run by Dagster (setup_for_execution): where waits are reported, who is waiting.
     _log: WaitLog | None = PrivateAttr(default=None)
@@ -82,19 +81,16 @@ class ClickHouseResource(ConfigurableResource):
         business: nothing to wait for."""
         if not self.is_embedded():
             return contextlib.nullcontext()
-        megabytes = self.embedded_inflight_mb or current_settings().embedded_inflight_mb
-        limit = int(EMBEDDED_INFLIGHT_MB.check(megabytes)) * 1024 * 1024
+        limit = int(EMBEDDED_INFLIGHT_MB.check(self.embedded_inflight_mb)) * 1024 * 1024
         return _INFLIGHT.hold(nbytes, limit, what, self.lock_wait_seconds, self._log)
 
     def resolved_dsn(self) -> str:
-        return self.dsn or current_settings().clickhouse_dsn
+        return self.dsn
 
     def is_embedded(self) -> bool:
         return is_embedded(self.resolved_dsn())
 
     def resolved_cluster(self) -> str | None:
-        if self.cluster is None:
-            return current_settings().clickhouse_cluster
         return check_cluster(self.cluster) if self.cluster else None
 
     def redact(self, text: str, extra: tuple[str | None, ...] = ()) -> str:
