@@ -13,7 +13,7 @@ import datetime as dt
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,8 @@ from atlas_dagster.orchestration.pools import INSERT_POOL
 from atlas_dagster.orchestration.selection import DEFAULT_SELECTION
 from atlas_dagster.tenants import load_tenants
 from testkit.crash_support import (
+    SeparateStack,
+    alive,
     days_of,
     kill_everything,
     loads_by_run,
@@ -76,16 +78,17 @@ def _key(day: dt.date) -> str:
 @contextlib.contextmanager
 def _stack(
     work: Path, tenants_file: Path, server: PostgresServer | None
-) -> Iterator[tuple[DagsterStack, list[int]]]:
-    """`dagster dev` on the default instance, or webserver + daemon on the PostgreSQL one; with
-    the roots of its process trees."""
+) -> Iterator[tuple[DagsterStack, Callable[[], list[int]], SeparateStack | None]]:
+    """`dagster dev` on the default instance, or webserver + daemon started apart on the
+    PostgreSQL one; with the roots of its process trees, and the separate stack."""
     if server is None:
         with run_dagster_dev(work, tenants_file, ENV) as stack:
-            yield stack, [stack.pid]
+            yield stack, lambda: [stack.pid], None
         return
     env = isolated_env(work, tenants_file, {**server.env, **ENV}, postgres_instance_yaml())
-    with webserver_and_daemon(env, work) as running:
-        yield running
+    with webserver_and_daemon(env, work) as separate:
+        assert separate.stack is not None
+        yield separate.stack, lambda: separate.roots, separate
 
 
 def _launch(api: DagsterApi, cli: bool) -> str:
@@ -100,9 +103,8 @@ def _launch(api: DagsterApi, cli: bool) -> str:
     return api.launch_backfill(ranges, "crash", tags)
 
 
-def _kill_the_relaunchs_worker(stack: DagsterStack, backfill_id: str) -> None:
-    """A second crash of another kind: only the relaunch's run worker SIGKILLed, inside an
-    INSERT; the stack lives on, so the sweep fails that run and Dagster relaunches it again."""
+def _relaunch_in_an_insert(stack: DagsterStack, backfill_id: str) -> int:
+    """Once the relaunch's worker runs an INSERT (not the leftover of the host's crash): its pid."""
     data_dir = Path(stack.env["ATLAS_CLICKHOUSE_DSN"][len("chdb://") :])
     folders = [table_folder(data_dir, f"tbt_raw_events_{d}") for d in DOMAINS]
     leftovers = parts_in_writing(folders)  # of the INSERT the host's crash killed
@@ -117,8 +119,25 @@ def _kill_the_relaunchs_worker(stack: DagsterStack, backfill_id: str) -> None:
         pid = relaunch_pid()
         assert pid is not None
         wait_for_insert(folders, WAIT_SECONDS, stack.log_tail, leftovers)
-        os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def _kill_the_relaunchs_worker(stack: DagsterStack, backfill_id: str) -> None:
+    """A second crash of another kind: only the relaunch's run worker SIGKILLed, inside an
+    INSERT; the stack lives on, so the sweep fails that run and Dagster relaunches it again."""
+    pid = _relaunch_in_an_insert(stack, backfill_id)
+    os.kill(pid, signal.SIGKILL)
     print(f"killed the relaunch's run worker {pid}")
+
+
+def _kill_the_daemon_alone(stack: DagsterStack, backfill_id: str, separate: SeparateStack) -> None:
+    """Only the daemon SIGKILLed while the relaunch loads, then started again: the run goes on
+    (its worker is not the daemon's process), and the new daemon picks the backfill up."""
+    pid = _relaunch_in_an_insert(stack, backfill_id)
+    daemon = separate.restart_daemon()
+    time.sleep(1)
+    assert alive(pid), f"run worker {pid} died with the daemon {daemon}"
+    print(f"killed the daemon {daemon} alone; run worker {pid} went on")
 
 
 @contextlib.contextmanager
@@ -157,7 +176,7 @@ def test_a_backfill_killed_with_its_host_finishes_after_the_restart(
 
 def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | None) -> None:
     total = len(DAYS) * len(DOMAINS)
-    with _stack(work, tenants_file, server) as (stack, roots):
+    with _stack(work, tenants_file, server) as (stack, roots, _):
         dsn = stack.env["ATLAS_CLICKHOUSE_DSN"]
         api = DagsterApi(stack.url)
         backfill_id = _launch(api, cli=server is not None)
@@ -170,7 +189,7 @@ def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | 
             data_dir = Path(dsn[len("chdb://") :])
             folders = [table_folder(data_dir, f"tbt_raw_events_{d}") for d in DOMAINS]
             wait_for_insert(folders, WAIT_SECONDS, stack.log_tail)
-            killed = kill_everything(roots)
+            killed = kill_everything(roots())
             killed_at = time.monotonic()
     print(f"killed {len(killed)} process(es)")
 
@@ -185,11 +204,13 @@ def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | 
     # Inside its INSERTs: not before the first day, not after the last.
     assert completed and running and never_started > 0, at_crash
 
-    with _stack(work, tenants_file, server) as (stack, _):
+    with _stack(work, tenants_file, server) as (stack, _, separate):
         restarted_at = time.monotonic()
         api = DagsterApi(stack.url)
-        if server is None:
+        if separate is None:
             _kill_the_relaunchs_worker(stack, backfill_id)
+        else:
+            _kill_the_daemon_alone(stack, backfill_id, separate)
         status = api.backfill_status(backfill_id)
         deadline = time.monotonic() + WAIT_SECONDS
         while status["status"] not in FINISHED_BACKFILL_STATUSES:
@@ -214,6 +235,7 @@ def _crash_and_restart(work: Path, tenants_file: Path, server: PostgresServer | 
     # The crashed run, then each relaunch of the one before (newest last); only the last succeeded.
     crashed, *relaunches = sorted(runs, key=lambda r: int(r.tags.get(RETRY_NUMBER_TAG, "0")))
     chain = [crashed, *relaunches]
+    # SQLite: the relaunch's worker was killed too; PostgreSQL: only the daemon, the run went on.
     assert len(chain) == (3 if server is None else 2), chain
     assert all(r.parent_run_id == p.run_id for p, r in zip(chain, relaunches, strict=False))
     assert [r.status.value for r in chain] == ["FAILURE"] * (len(chain) - 1) + ["SUCCESS"]

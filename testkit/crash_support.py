@@ -68,13 +68,14 @@ def kill_everything(roots: list[int]) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, [p for p in pids if _alive(p)]
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, [p for p in pids if alive(p)]
         time.sleep(0.05)
     return pids
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process exists and is no zombie."""
     try:
         state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -158,60 +159,81 @@ def raw_counts(
     return counts
 
 
-@contextlib.contextmanager
-def webserver_and_daemon(
-    env: dict[str, str], log_dir: Path
-) -> Iterator[tuple[DagsterStack, list[int]]]:
-    """`dagster-webserver` and `dagster-daemon run` started separately, as a production host runs
-    them (each in its own session); yields the stack and both root pids; stops them after."""
-    port = free_port()
-    bin_dir = Path(sys.executable).parent
-    location = ["-m", "atlas_dagster.definitions"]
-    commands = {
-        "webserver": [
-            str(bin_dir / "dagster-webserver"),
-            *location,
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-        ],
-        "daemon": [str(bin_dir / "dagster-daemon"), "run", *location],
-    }
-    processes: list[subprocess.Popen] = []
-    try:
-        for name, command in commands.items():
-            with open(log_dir / f"{name}.log", "ab") as log:
-                processes.append(
-                    subprocess.Popen(
-                        command,
-                        cwd=env["ATLAS_HOME"],
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
+class SeparateStack:
+    """`dagster-webserver` and `dagster-daemon run` started apart, as a production host runs
+    them, each in its own session."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env, self.log_dir = env, log_dir
+        self.port = free_port()
+        self.processes: list[subprocess.Popen] = []
+        self.daemon: subprocess.Popen | None = None
+        self.stack: DagsterStack | None = None
+
+    def _start(self, name: str, *arguments: str) -> subprocess.Popen:
+        command = [str(Path(sys.executable).parent / name), *arguments]
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            process = subprocess.Popen(
+                [*command, "-m", "atlas_dagster.definitions"],
+                cwd=self.env["ATLAS_HOME"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.processes.append(process)
+        return process
+
+    def start(self) -> DagsterStack:
+        webserver = self._start("dagster-webserver", "-h", "127.0.0.1", "-p", str(self.port))
+        self.daemon = self._start("dagster-daemon", "run")
         stack = DagsterStack(
-            f"http://127.0.0.1:{port}",
-            Path(env["DAGSTER_HOME"]),
-            env,
-            log_dir / "daemon.log",
-            processes[0].pid,
+            f"http://127.0.0.1:{self.port}",
+            Path(self.env["DAGSTER_HOME"]),
+            self.env,
+            self.log_dir / "dagster-daemon.log",
+            webserver.pid,
         )
         wait_until(lambda: _answers(stack.url), 120, stack.log_tail)
-        yield stack, [p.pid for p in processes]
-    finally:
-        for process in processes:
+        self.stack = stack
+        return stack
+
+    @property
+    def roots(self) -> list[int]:
+        return [p.pid for p in self.processes if p.poll() is None]
+
+    def restart_daemon(self) -> int:
+        """SIGKILL to the daemon process alone (not its group: what it started lives on), then
+        a new daemon; returns the killed pid."""
+        assert self.daemon is not None
+        killed = self.daemon.pid
+        os.kill(killed, signal.SIGKILL)
+        self.daemon.wait(timeout=10)
+        self.daemon = self._start("dagster-daemon", "run")
+        return killed
+
+    def stop(self) -> None:
+        for process in self.processes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
+        for process in self.processes:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def webserver_and_daemon(env: dict[str, str], log_dir: Path) -> Iterator[SeparateStack]:
+    """A SeparateStack started; stopped after (whatever daemon runs by then)."""
+    separate = SeparateStack(env, log_dir)
+    try:
+        separate.start()
+        yield separate
+    finally:
+        separate.stop()
 
 
 def _answers(url: str) -> bool:
