@@ -45,6 +45,7 @@ from dagster._core.storage.tags import (
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
     PRIORITY_TAG,
+    WILL_RETRY_TAG,
 )
 from sqlalchemy import bindparam, select
 
@@ -65,6 +66,7 @@ __all__ = [
     "PARTITION_NAME_TAG",
     "PRIORITY_TAG",
     "SUBSET_PLANNED_EVENTS_ENV",
+    "WILL_RETRY_TAG",
     "BulkActionStatus",
     "backfill_is_requested",
     "backfill_target_partitions",

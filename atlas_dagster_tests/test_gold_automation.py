@@ -192,6 +192,36 @@ def test_a_liability_day_replayed_before_its_window_landed_is_requested_once_it_
         assert sensor.tick()[liability] == {day_5}
 
 
+def test_after_a_crash_liability_days_wait_for_the_window_days_the_relaunch_lands(
+    clickhouse, make_tenant
+) -> None:
+    """A newest-first load killed with days 5 and 3 landed, day 4 in its INSERT (failed by the
+    sweep) and days 2 and 1 never started; the relaunch lands 4, then 2, then 1 (issue 30).
+    The half-loaded tenant is not final: no liability day is replayed while its window still
+    misses a day, and each is requested once the late day of its window arrives."""
+    tenant = make_tenant(("sportsbook",), start=day(1), end=day(5))
+    liability = "gold_sportsbook_liability_daily"
+
+    def key(n: int) -> str:
+        return f"{day(n)}|{tenant.key}"
+
+    with instance_for_test() as instance:
+        sensor = Sensor(clickhouse, [tenant], instance)
+        sensor.land(tenant, "sportsbook", day(5))
+        sensor.land(tenant, "sportsbook", day(3))
+        at_crash = sensor.tick()
+        assert at_crash["gold_ggr_daily"] == {key(5), key(3)}  # complete days replay at once
+        assert liability not in at_crash  # 5 misses day 4, 3 misses days 1 and 2
+        requested = []
+        for n in (4, 2, 1):  # the relaunch, newest first
+            sensor.land(tenant, "sportsbook", day(n))
+            ticked = sensor.tick()
+            assert ticked["gold_ggr_daily"] == {key(n)}
+            requested.append(ticked.get(liability, set()))
+        assert requested == [{key(5)}, {key(4)}, {key(1), key(2), key(3)}]
+        assert sensor.tick() == {}
+
+
 def test_the_sensor_requests_gold_with_its_check(clickhouse, make_tenant) -> None:
     """The sensor's own tick (code-server evaluation), on raw recorded without a run."""
     tenant = make_tenant(("casino",))

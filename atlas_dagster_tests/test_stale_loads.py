@@ -14,6 +14,7 @@ from dagster import (
     instance_for_test,
 )
 
+from atlas_dagster.core.tags import WILL_RETRY_TAG
 from atlas_dagster.core.workers import (
     Worker,
     WorkerState,
@@ -22,7 +23,7 @@ from atlas_dagster.core.workers import (
     start_ticks,
     worker_state,
 )
-from atlas_dagster.monitoring.stale_loads import mark_failed, running_loads
+from atlas_dagster.monitoring.stale_loads import announce_retry, mark_failed, running_loads
 from atlas_dagster.orchestration.sensors import (
     backfill_log_canceled_runs,
     backfill_log_failed_runs,
@@ -234,3 +235,29 @@ def test_sweep_skips_a_tick_while_the_embedded_engine_is_busy(clickhouse) -> Non
         tick = backfill_log_stale_sweep(context)
     assert "busy" in tick.skip_message and "next tick" in tick.skip_message
     assert "(the bound is 1s)" in tick.skip_message, tick.skip_message
+
+
+@pytest.mark.parametrize("max_retries", [1, 0])
+def test_a_run_failed_for_its_dead_worker_is_announced_as_retried_before_it_fails(
+    max_retries: int,
+) -> None:
+    """dagster#34204: Dagster tags a failed run will_retry only after the failure is stored, so a
+    backfill tick in between would end the backfill. The sweep tags it first, when retries
+    allow; Dagster's own decision follows (true with a retry left, false without)."""
+    settings = {"run_retries": {"enabled": True, "max_retries": max_retries}}
+    with instance_for_test(overrides=settings) as instance:
+        run = started_run(instance)
+        seen: list[str | None] = []
+        original = instance.report_run_failed
+
+        def report_run_failed(failing, message=None, job_failure_data=None):
+            seen.append(instance.get_run_by_id(failing.run_id).tags.get(WILL_RETRY_TAG))
+            return original(failing, message, job_failure_data)
+
+        instance.report_run_failed = report_run_failed  # what the tag was at the failure
+        announce_retry(instance, run)
+        instance.report_run_failed(run, "worker gone")
+        after = instance.get_run_by_id(run.run_id)
+    assert seen == (["true"] if max_retries else [None])
+    assert after.status == DagsterRunStatus.FAILURE
+    assert after.tags[WILL_RETRY_TAG] == ("true" if max_retries else "false")

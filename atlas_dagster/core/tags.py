@@ -9,6 +9,7 @@ from atlas_dagster.dagster_internals import (
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
     PRIORITY_TAG,
+    WILL_RETRY_TAG,
 )
 
 # The run coordinator's: a backfill's raw run held in the queue until the backfill has submitted
@@ -44,4 +45,5 @@ __all__ = [
     "SELECT_TAG",
     "TENANT_TAG",
     "VERIFY_TAG",
+    "WILL_RETRY_TAG",
 ]

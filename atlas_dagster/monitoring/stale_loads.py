@@ -16,6 +16,7 @@ from clickhouse_connect.driver.client import Client
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from atlas_dagster import sql
+from atlas_dagster.core.tags import WILL_RETRY_TAG
 from atlas_dagster.core.workers import Worker, WorkerState, parse_worker, worker_state
 from atlas_dagster.resources.connection import query_rows, run_command
 from atlas_dagster.scope import EVERYTHING, Scope
@@ -138,6 +139,7 @@ def fail_abandoned_runs(instance: DagsterInstance, stale: list[StaleLoad]) -> li
         run = instance.get_run_by_id(item.abandoned_run.run_id)
         if run is None or run.status != DagsterRunStatus.STARTED:
             continue
+        announce_retry(instance, run)
         worker = parse_worker(item.load.worker)
         instance.report_run_failed(
             run,
@@ -147,6 +149,21 @@ def fail_abandoned_runs(instance: DagsterInstance, stale: list[StaleLoad]) -> li
         )
         failed.append(run.run_id)
     return failed
+
+
+def announce_retry(instance: DagsterInstance, run: DagsterRun) -> None:
+    """Tags a run about to be failed as one Dagster will retry, when its retries allow it.
+
+    Dagster writes that decision only after the failure is stored (dagster#34204): a backfill
+    daemon tick in between would find the backfill's last run failed, no retry announced, and
+    end it COMPLETED_FAILED, after which Dagster retries none of its runs. Dagster's own
+    decision, written right after the failure, replaces this one."""
+    if not instance.run_retries_enabled:
+        return
+    group = instance.get_run_group(run.run_id)
+    retries_so_far = len(group[1]) - 1 if group is not None else 0
+    if retries_so_far < instance.run_retries_max_retries:
+        instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "true"})
 
 
 def sweep(

@@ -63,6 +63,7 @@ from atlas_dagster.orchestration.raw_work import (
     plan_works,
     tries_text,
 )
+from atlas_dagster.orchestration.resume import resume
 from atlas_dagster.orchestration.scheduler import LoadScheduler, OrderedWork
 from atlas_dagster.orchestration.selection import Selection, parse, select_days
 from atlas_dagster.partitions import backfill_raw_partitions, day_priority
@@ -174,6 +175,10 @@ class RawRun:
         self._report_refused(refused, skipped)
         # Embedded: one open engine for the run's days, handed over whenever another waits.
         with self.clickhouse.kept_open():
+            # A relaunch after a crash: what an earlier attempt completed is not loaded again,
+            # and reported if it never was; before the selection, which would drop it unreported.
+            works, owed = resume(self.context, self.clickhouse, works)
+            yield from owed
             works = self._selected(works)
             if not works:
                 return

@@ -160,6 +160,10 @@ def fleet_tags(
     backfill_id = run.tags.get(BACKFILL_ID_TAG)
     if assets is None or not backfill_id or set(run.asset_selection or ()) != assets:
         return None
+    if run.tags.get(FLEET_LEADER_TAG) == "true":
+        # A retry of the leader (it inherits its tags) leads again: found among the leaders, it
+        # would find itself covered by itself and load nothing.
+        return {FLEET_LEADER_TAG: "true"}
     leaders = instance.get_runs(
         RunsFilter(tags={BACKFILL_ID_TAG: backfill_id, FLEET_LEADER_TAG: "true"})
     )

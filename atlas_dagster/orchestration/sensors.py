@@ -122,6 +122,13 @@ def _stale_sweep(context: SensorEvaluationContext, clickhouse: ClickHouseResourc
         return SkipReason(f"{exc}; retrying on the next tick")
     for run_id in result.failed_runs:
         context.log.warning(f"reported run {run_id} failed: its worker process is gone")
+        if not context.instance.run_retries_enabled:
+            # Nothing relaunches it: say so where the operator looks, with the way out.
+            context.log.warning(
+                f"run_retries is off in this instance's dagster.yaml: nothing relaunches run "
+                f"{run_id}; `atlas-dagster backfill` over the same window loads the days that "
+                "did not complete (docs/operations.md)"
+            )
     for item in result.marked:
         context.log.warning(f"{item.load.label} marked failed: {item.reason}")
     return SkipReason(_sweep_summary(result))
