@@ -264,20 +264,17 @@ def test_reconciliation_flags_failed_missing_and_tampered_days_until_rerun(
     assert plan.returncode == 0, plan.stderr
     assert str(BROKEN_DAY) in plan.stdout and str(TAMPERED_DAY) in plan.stdout
     assert str(MISSING_DAY) not in plan.stdout.split("total:")[0].split("newest first")[1]
-    for selection in ("--only-failed", "--only-missing"):
-        rerun = _cli(
-            stack,
-            "backfill",
-            "--org",
-            "recon",
-            "--brand",
-            "main",
-            selection,
-            "--wait",
-            "--url",
-            stack.url,
-        )
-        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    # One command recovers both: without --only-*, backfill takes the incomplete days (missing,
+    # failed, or completed with other rows than logged) and nothing that completed.
+    plan = _cli(stack, "backfill", "--org", "recon", "--brand", "main", "--dry-run")
+    planned = plan.stdout.split("total:")[0].split("newest first")[1]
+    assert {str(BROKEN_DAY), str(MISSING_DAY), str(TAMPERED_DAY)} == {
+        d for d in map(str, _recon_days()) if d in planned
+    }, plan.stdout
+    rerun = _cli(
+        stack, "backfill", "--org", "recon", "--brand", "main", "--wait", "--url", stack.url
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
     verify = _cli(stack, "verify", "--org", "recon", "--brand", "main", "--layer", "raw")
     assert verify.returncode == 0, verify.stdout

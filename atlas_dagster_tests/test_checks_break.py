@@ -31,8 +31,8 @@ from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.loading import backfill_log, day_load
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import run_command
-from atlas_dagster.tenants import Tenant, load_tenants
-from testkit.dagster_stack import DAGSTER_YAML, REPO, write_tenants
+from atlas_dagster.tenants import Tenant
+from testkit.dagster_stack import REPO, cli_site
 
 pytestmark = pytest.mark.slow  # real loads, runs and a code server
 
@@ -52,26 +52,16 @@ RANGE_TAGS = {
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tenant:
     """A tenant with three days of transactions exported, a fresh instance and engine."""
-    tenants_file = write_tenants(
-        tmp_path / "tenants.yaml",
-        [
-            {
-                "organization_id": "brk",
-                "brand_id": "main",
-                "source": f"file://{tmp_path / 'exports'}",
-                "start_date": FIRST.isoformat(),
-                "end_date": LAST.isoformat(),
-                "domains": ["transactions"],
-            }
-        ],
+    tenant = cli_site(
+        tmp_path,
+        monkeypatch,
+        {
+            "organization_id": "brk",
+            "start_date": FIRST.isoformat(),
+            "end_date": LAST.isoformat(),
+            "domains": ["transactions"],
+        },
     )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
-    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", f"chdb://{tmp_path / 'clickhouse'}")
-    [tenant] = load_tenants(tenants_file)
     for day in DAYS:
         write_day(tenant, "transactions", day, _rows(tenant, day, ROWS))
     return tenant

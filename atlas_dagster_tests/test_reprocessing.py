@@ -26,11 +26,12 @@ from atlas_dagster.definitions import build_definitions
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.tenants import Tenant, load_tenants
+from atlas_dagster.settings import DEFAULT_LIABILITY_LOOKBACK_DAYS
+from atlas_dagster.tenants import Tenant
 from atlas_dagster_tests.conftest import log_row
 from testkit import gold_reference as reference
-from testkit.dagster_stack import DAGSTER_YAML, write_tenants
-from testkit.gold_support import gold_rows
+from testkit.dagster_stack import cli_site
+from testkit.gold_support import assert_gold_to_the_cent
 
 pytestmark = pytest.mark.slow  # real loads, gold runs and automation evaluations
 
@@ -42,26 +43,16 @@ GOLD = ("gold_ggr_daily", "gold_transactions_daily", "gold_users_daily")
 
 @pytest.fixture
 def tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tenant:
-    tenants_file = write_tenants(
-        tmp_path / "tenants.yaml",
-        [
-            {
-                "organization_id": "reproc",
-                "brand_id": "main",
-                "source": f"file://{tmp_path / 'exports'}",
-                "start_date": DAYS[0].isoformat(),
-                "end_date": DAYS[-1].isoformat(),
-                "domains": list(DOMAINS),
-            }
-        ],
+    tenant = cli_site(
+        tmp_path,
+        monkeypatch,
+        {
+            "organization_id": "reproc",
+            "start_date": DAYS[0].isoformat(),
+            "end_date": DAYS[-1].isoformat(),
+            "domains": list(DOMAINS),
+        },
     )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
-    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", f"chdb://{tmp_path / 'clickhouse'}")
-    [tenant] = load_tenants(tenants_file)
     for domain in DOMAINS:
         for day in DAYS:
             write_day(tenant, domain, day, _rows(tenant, domain, day, 30))
@@ -138,14 +129,7 @@ def _assert_raw_and_gold_equal_the_export(clickhouse: ClickHouseResource, tenant
                 ).result_rows[0]
             assert int(count) == len(expected), (domain, day)
             assert Decimal(total) == sum(Decimal(str(r["amount"])) for r in expected), (domain, day)
-    for day in DAYS:
-        assert gold_rows(clickhouse, "gold_ggr_daily", tenant, day) == reference.ggr(tenant, day)
-        assert gold_rows(clickhouse, "gold_transactions_daily", tenant, day) == (
-            reference.transactions(tenant, day)
-        )
-        assert gold_rows(clickhouse, "gold_users_daily", tenant, day) == reference.users(
-            tenant, day
-        )
+    assert_gold_to_the_cent(clickhouse, tenant, DAYS, DEFAULT_LIABILITY_LOOKBACK_DAYS, GOLD)
 
 
 def test_a_redelivered_period_is_found_reloaded_and_replayed_exactly(

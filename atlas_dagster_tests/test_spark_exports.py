@@ -25,7 +25,7 @@ from atlas_dagster.tenants import S3Settings, Tenant
 from atlas_dagster_tests.conftest import log_row
 from testkit import gold_reference as reference
 from testkit.dagster_stack import DAGSTER_YAML, tenant_entry, write_tenants
-from testkit.gold_support import generated, gold_rows
+from testkit.gold_support import assert_gold_to_the_cent, generated
 from testkit.s3_server import S3Server, s3_server  # noqa: F401  (fixture)
 from testkit.spark_exports import (
     spark_session,
@@ -187,17 +187,7 @@ def _replay_gold(tenant: Tenant) -> None:
 
 def _assert_gold_to_the_cent(clickhouse: ClickHouseResource, tenant: Tenant) -> None:
     """Gold against gold_reference's pyarrow computation over the files Spark wrote."""
-    for day in DAYS:
-        assert gold_rows(clickhouse, "gold_ggr_daily", tenant, day) == reference.ggr(tenant, day)
-        assert gold_rows(clickhouse, "gold_transactions_daily", tenant, day) == (
-            reference.transactions(tenant, day)
-        )
-        assert gold_rows(clickhouse, "gold_users_daily", tenant, day) == reference.users(
-            tenant, day
-        )
-        assert gold_rows(clickhouse, "gold_sportsbook_liability_daily", tenant, day) == (
-            reference.liability(tenant, day, LOOKBACK)
-        )
+    assert_gold_to_the_cent(clickhouse, tenant, DAYS, LOOKBACK)
     assert reference.ggr(tenant, DAYS[0])  # the reference read Spark's files: not empty
 
 

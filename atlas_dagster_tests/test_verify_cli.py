@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
 from pathlib import Path
 
@@ -26,8 +27,7 @@ from atlas_dagster.core.tags import VERIFY_TAG
 from atlas_dagster.definitions import build_definitions
 from atlas_dagster.orchestration.verify_job import VERIFY_RAW_JOB
 from atlas_dagster.resources.clickhouse import ClickHouseResource
-from atlas_dagster.tenants import load_tenants
-from testkit.dagster_stack import DAGSTER_YAML, write_tenants
+from testkit.dagster_stack import cli_site
 
 pytestmark = pytest.mark.slow  # seconds per test: real loads and runs
 
@@ -40,27 +40,17 @@ RANGE_TAGS = {
 
 @pytest.fixture
 def verify_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClickHouseResource:
-    tenants_file = write_tenants(
-        tmp_path / "tenants.yaml",
-        [
-            {
-                "organization_id": "verify",
-                "brand_id": "main",
-                "source": f"file://{tmp_path / 'exports'}",
-                "start_date": FIRST.isoformat(),
-                "end_date": LAST.isoformat(),
-                "domains": ["transactions"],
-            }
-        ],
+    tenant = cli_site(
+        tmp_path,
+        monkeypatch,
+        {
+            "organization_id": "verify",
+            "start_date": FIRST.isoformat(),
+            "end_date": LAST.isoformat(),
+            "domains": ["transactions"],
+        },
     )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(DAGSTER_YAML.read_text())
-    dsn = f"chdb://{tmp_path / 'clickhouse'}"
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("ATLAS_TENANTS_FILE", str(tenants_file))
-    monkeypatch.setenv("ATLAS_CLICKHOUSE_DSN", dsn)
-    [tenant] = load_tenants(tenants_file)
+    dsn = os.environ["ATLAS_CLICKHOUSE_DSN"]
     for offset in range(2):
         day = FIRST + dt.timedelta(days=offset)
         rows = GENERATORS["transactions"][0](random.Random(str(day)), tenant, day, 120)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, RunsFilter
 
-from atlas_dagster.cli.dagster_dev import DagsterStack, free_port
+from atlas_dagster.cli.dagster_dev import DagsterStack, free_port, stop_group
 from atlas_dagster.core.tags import BACKFILL_ID_TAG
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
@@ -214,15 +214,7 @@ class SeparateStack:
 
     def stop(self) -> None:
         for process in self.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            stop_group(process)
 
 
 @contextlib.contextmanager

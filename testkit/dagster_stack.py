@@ -11,7 +11,7 @@ import yaml
 
 from atlas_dagster.cli.dagster_api import DagsterApi
 from atlas_dagster.cli.dagster_dev import DagsterStack, serve
-from atlas_dagster.tenants import Tenant
+from atlas_dagster.tenants import Tenant, load_tenants
 
 REPO = Path(__file__).resolve().parent.parent
 DAGSTER_YAML = REPO / "dagster.yaml"
@@ -53,6 +53,20 @@ def isolated_env(
         "ATLAS_CLICKHOUSE_DSN": f"chdb://{work / 'clickhouse'}",
         **(extra_env or {}),
     }
+
+
+def cli_site(work: Path, monkeypatch, entry: Mapping) -> Tenant:
+    """One tenant from its tenants-file `entry` (brand 'main' and exports under work/exports
+    unless it says otherwise), a fresh DAGSTER_HOME (the project's dagster.yaml) and embedded
+    engine under `work`, set in this process's environment as the CLI and Dagster read them
+    (`monkeypatch`: pytest's, so that the test leaves the environment as it found it)."""
+    defaults = {"brand_id": "main", "source": f"file://{work / 'exports'}"}
+    tenants_file = write_tenants(work / "tenants.yaml", [defaults | dict(entry)])
+    env = isolated_env(work, tenants_file)
+    for name in ("DAGSTER_HOME", "ATLAS_TENANTS_FILE", "ATLAS_CLICKHOUSE_DSN"):
+        monkeypatch.setenv(name, env[name])
+    [tenant] = load_tenants(tenants_file)
+    return tenant
 
 
 @contextlib.contextmanager

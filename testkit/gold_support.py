@@ -14,6 +14,7 @@ from atlas_dagster.gold.tables import GOLD_TABLES
 from atlas_dagster.partitions import partition_key, partitions_for
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import Tenant
+from testkit import gold_reference as reference
 from testkit.load_support import load_day, run_resources
 
 # The grouping columns of each gold table besides the tenant and the day.
@@ -93,3 +94,25 @@ def materialize_range(
         },
         raise_on_error=False,
     )
+
+
+def assert_gold_to_the_cent(
+    clickhouse: ClickHouseResource,
+    tenant: Tenant,
+    days: list[dt.date],
+    lookback_days: int,
+    tables: tuple[str, ...] = tuple(GOLD_TABLES),
+) -> None:
+    """Each gold table's rows of the tenant's days equal gold_reference's pyarrow computation
+    over the export's files, metric by metric (Decimals: to the cent)."""
+    expected = {
+        "gold_ggr_daily": lambda day: reference.ggr(tenant, day),
+        "gold_transactions_daily": lambda day: reference.transactions(tenant, day),
+        "gold_users_daily": lambda day: reference.users(tenant, day),
+        "gold_sportsbook_liability_daily": lambda day: reference.liability(
+            tenant, day, lookback_days
+        ),
+    }
+    for day in days:
+        for table in tables:
+            assert gold_rows(clickhouse, table, tenant, day) == expected[table](day), (table, day)

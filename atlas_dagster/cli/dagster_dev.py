@@ -95,11 +95,17 @@ def serve(env: dict[str, str], log_path: Path, port: int | None = None) -> Itera
             time.sleep(0.5)
         yield stack
     finally:
+        stop_group(process)
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group `process` leads (started with start_new_session), 30 s for
+    it to end, then SIGKILL: the webserver, the daemon and their code servers go together."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
