@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, materialize
+from pyspark.sql import SparkSession
 
 from atlas_dagster.cli.main import main
 from atlas_dagster.definitions import build_definitions
@@ -77,6 +78,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
     warehouse = _tenant("acme-wh", "main", root / "warehouse")
     rows = {t.key: _rows(t) for t in [*defaults.values(), warehouse]}
     with spark_session(root) as spark:
+        # The writer is Spark itself (pyspark 4 driving its JVM), not an imitation of its layout.
+        assert isinstance(spark, SparkSession) and spark.version.startswith("4."), spark.version
         for domain in DOMAINS:
             everyone = [r for t in defaults.values() for d in DAYS for r in rows[t.key][domain][d]]
             write_spark_defaults(spark, defaults_source, domain, everyone)
