@@ -22,7 +22,7 @@ Row = dict[str, object]
 # The monitoring guide's gap query looks at the last 180 days.
 GAP_WINDOW_DAYS = 180
 # Tenants whose exports `status` lists for re-delivered days unless told otherwise: a listing of
-# 3 years costs ~0.6 s a tenant on local files here (docs/benchmarks.md), so a fleet-wide status
+# 3 years costs ~0.54 s a tenant on local files here (docs/benchmarks.md), so a fleet-wide status
 # lists only when asked (--changes).
 CHANGE_SCAN_TENANTS = 10
 
