@@ -12,7 +12,7 @@ from atlas_dagster.assets.gold import gold_assets, verify_gold_job
 from atlas_dagster.assets.raw import raw_assets
 from atlas_dagster.assets.report import report_definitions_parts
 from atlas_dagster.orchestration.automation import gold_automation_sensor
-from atlas_dagster.orchestration.queue_sensor import release_held_backfill_runs
+from atlas_dagster.orchestration.queue_sensor import release_held_runs_sensor
 from atlas_dagster.orchestration.redelivery import redelivery_sensor
 from atlas_dagster.orchestration.sensors import backfill_log_sensors
 from atlas_dagster.orchestration.verify_job import verify_raw_job
@@ -79,9 +79,9 @@ def gold_definitions(
     )
 
 
-def orchestration_definitions() -> Definitions:
+def orchestration_definitions(partitions: MultiPartitionsDefinition) -> Definitions:
     return Definitions(
-        sensors=[release_held_backfill_runs],
+        sensors=[release_held_runs_sensor(partitions)],
         # A run is one step per asset; a subprocess per step would only add launch time.
         executor=in_process_executor,
     )
@@ -113,7 +113,7 @@ def build_definitions(environ: Mapping[str, str] = os.environ) -> Definitions:
     return Definitions.merge(
         raw_definitions(tenants, partitions),
         gold_definitions(tenants, partitions, embedded, settings),
-        orchestration_definitions(),
+        orchestration_definitions(partitions),
         monitoring_definitions(tenants, settings),
         report_definitions(tenants, settings),
         Definitions(

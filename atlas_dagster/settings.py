@@ -8,9 +8,11 @@ object; nothing else in the package reads them. Where each reads it:
   (`LoadSettings`) as the resource `atlas_settings` (resources/atlas_settings.py), the
   ClickHouse target as `clickhouse`. A run takes them from its resources and passes the values
   down (retry policy, backpressure, scheduler, pool); it reads no setting itself.
-* code outside runs (the CLI, the daemon's run coordinator, a resource built without
-  configuration) uses `current_settings()`: `Settings.from_env()` of this process, parsed again
-  only when an ATLAS_ variable or the working directory changed.
+* the run coordinator (built by Dagster from dagster.yaml in the daemon and the webserver)
+  reads `Settings.from_env()` once when it is built and passes the tenants file down.
+* the CLI uses `current_settings()`: `Settings.from_env()` of this process, parsed again only
+  when an ATLAS_ variable or the working directory changed. Nothing below the CLI, the code
+  location and the coordinator reads a setting: each receives the values it needs.
 """
 
 from __future__ import annotations
@@ -361,8 +363,7 @@ _current: tuple[tuple[str, tuple[tuple[str, str], ...]], Settings] | None = None
 
 
 def current_settings() -> Settings:
-    """`Settings.from_env()` of this process, for code outside runs (the CLI, the daemon's run
-    coordinator, a resource built without configuration). Parsed once, and again only when an
+    """`Settings.from_env()` of this process, for the CLI. Parsed once, and again only when an
     ATLAS_ variable or the working directory changed (tests and the demo set them in-process)."""
     global _current
     key = (

@@ -26,7 +26,7 @@ from atlas_dagster.cli.backfill import wait_for
 from atlas_dagster.cli.dagster_api import FINISHED_BACKFILL_STATUSES, DagsterApi, DagsterApiError
 from atlas_dagster.cli.dagster_dev import DagsterStack
 from atlas_dagster.cli.demo_data import GENERATORS, arrow_table, write_day
-from atlas_dagster.core.tags import BACKFILL_ID_TAG, HELD_TAG, PRIORITY_TAG
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, HELD_TAG, PRIORITY_TAG, TIME_LEFT_TAG
 from atlas_dagster.exports.layout import day_folder
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.tenants import load_tenants
@@ -137,6 +137,10 @@ def test_graphql_backfill_runs_newest_first_with_ramp_up_and_cap(stack: DagsterS
         assert records and all(r.dagster_run.status.value == "SUCCESS" for r in records)
         assert all(r.dagster_run.tags.get(HELD_TAG) == "false" for r in records)
         assert all(PRIORITY_TAG in r.dagster_run.tags for r in records)
+        # Each run's time left (pace.time_left), as `backfill --wait` shows it, ends at 0.
+        left = [r.dagster_run.tags.get(TIME_LEFT_TAG, "") for r in records]
+        ended = r"0 of \d+ tenant-day\(s\) left, about 0\.0 min at the measured pace"
+        assert all(re.fullmatch(ended, t) for t in left), left
         intervals = insert_intervals(instance, [r.dagster_run.run_id for r in records])
         pool = instance.event_log_storage.get_concurrency_info("atlas_insert")
 

@@ -1,4 +1,6 @@
-"""The INSERT pool: seeded by the project, an operator's lower limit kept, above 4 refused."""
+"""The INSERT pool and the limit every run follows (orchestration/insert_limit.py): seeded by
+the project, an operator's limit kept (0: stop) and followed live by a running run, above 4
+refused."""
 
 from __future__ import annotations
 
@@ -12,14 +14,15 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, instance_for_te
 from dagster._core.test_utils import create_run_for_test
 
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
+from atlas_dagster.core.waits import PoolLimitError
 from atlas_dagster.definitions import build_definitions
+from atlas_dagster.orchestration.backpressure import Backpressure
+from atlas_dagster.orchestration.insert_limit import InsertLimit, live_limit, seed_pool
 from atlas_dagster.orchestration.pools import (
     INSERT_POOL,
     WAITING_READ_SECONDS,
     ClaimCanceled,
     InsertSlots,
-    PoolLimitError,
-    ensure_insert_pool,
     holders,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
@@ -32,29 +35,29 @@ def _limit(instance: DagsterInstance) -> int | None:
 
 def test_a_fresh_instance_gets_the_projects_limit() -> None:
     with instance_for_test() as instance:
-        assert ensure_insert_pool(instance, LoadSettings.from_env({}).parallel_inserts) == 3
+        assert seed_pool(instance, LoadSettings.from_env({}).parallel_inserts) == 3
         assert _limit(instance) == 3
     four = LoadSettings.from_env({"ATLAS_MAX_PARALLEL_INSERTS": "4"})
     with instance_for_test() as instance:
-        assert ensure_insert_pool(instance, four.parallel_inserts) == 4
+        assert seed_pool(instance, four.parallel_inserts) == 4
 
 
 def test_an_operators_lower_limit_is_kept_and_a_limit_above_four_refused() -> None:
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
-        assert ensure_insert_pool(instance) == 2
+        assert seed_pool(instance) == 2
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 6)
         with pytest.raises(
             PoolLimitError, match="allows 6 concurrent INSERTs, above the hard cap of 4"
         ):
-            ensure_insert_pool(instance)
+            seed_pool(instance)
 
 
 def test_a_default_limit_above_four_is_refused() -> None:
     with instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 8}}}) as instance:
         assert instance.event_log_storage.initialize_concurrency_limit_to_default(INSERT_POOL)
         with pytest.raises(PoolLimitError, match="above the hard cap of 4"):
-            ensure_insert_pool(instance)
+            seed_pool(instance)
 
 
 @pytest.mark.parametrize("value", ["5", "0", "three"])
@@ -174,13 +177,49 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
         assert info.claimed_slots == [] and info.pending_steps == []
 
 
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, text: str) -> None:
+        self.lines.append(text)
+
+    warning = info
+
+
+def test_a_running_run_follows_the_operators_pool_limit_live() -> None:
+    """The one limit a run dispatches by: the pool's live limit, lowered by the backpressure. An
+    operator's raise widens a run at full width at once; one under pushback keeps its lower
+    limit; a stop (0) is reported and left to the claims (bounded waits)."""
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
+        log = _Log()
+        limit = InsertLimit.start(instance, 3, lambda width: Backpressure(width, log), log)
+        assert (limit.capacity(), limit.live()) == (2, 2)  # the operator's 2, not the setting's 3
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 4)
+        limit.refresh()  # within POOL_READ_SECONDS of the last read: not read again yet
+        assert limit.capacity() == 2
+        limit.refresh(force=True)
+        assert (limit.capacity(), limit.live()) == (4, 4)
+        assert "the operator set pool atlas_insert 2 -> 4" in log.lines[-1]
+        limit.pressure.pushback("a partition at parts_to_delay_insert", severe=True)
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 3)
+        limit.refresh(force=True)
+        assert (limit.capacity(), limit.live()) == (1, 3)  # still under pushback, below 3
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
+        limit.refresh(force=True)
+        assert limit.live() == 0 and "INSERTs are stopped" in log.lines[-1]
+        limit.pressure.set_paused(True, "atlas-dagster pause")
+        assert limit.capacity() == 0
+
+
 def test_a_pool_an_operator_set_to_zero_stops_new_inserts_until_raised() -> None:
     """0 is the operator's stop: a run starting does not re-seed it from
     ATLAS_MAX_PARALLEL_INSERTS, its claims wait (saying why) and go once the pool is raised."""
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
-        assert ensure_insert_pool(instance, 3) == 3  # the run plans for its full width…
-        assert _limit(instance) == 0  # …and the operator's stop stays
+        assert seed_pool(instance, 3) == 0  # the operator's stop stays…
+        assert _limit(instance) == 0 and live_limit(instance, 3) == 0  # …and is what counts
         assert "set to 0: INSERTs are stopped" in holders(instance)
         canceled = threading.Event()
         order: list[str] = []
@@ -358,7 +397,7 @@ def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_rai
         run.start()
         try:
             deadline = time.monotonic() + SIGNAL_SECONDS
-            while not _run_log_says(instance, "INSERTs are stopped"):
+            while not (_run_log_says(instance, "INSERTs are stopped") and _pending(instance)):
                 assert time.monotonic() < deadline, "the run never reported the pool stopped"
                 assert run.is_alive(), f"the run ended while the pool was stopped: {outcome}"
                 time.sleep(0.2)

@@ -34,6 +34,7 @@ from dagster import (
 from atlas_dagster.core.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from atlas_dagster.domains import RAW_ASSET_KEYS
 from atlas_dagster.gold.tables import GOLD_TABLES
+from atlas_dagster.orchestration.insert_limit import live_limit
 from atlas_dagster.partitions import (
     is_tenant_day_key,
     run_partition_bounds,
@@ -81,11 +82,12 @@ def write_reports(
     clickhouse: ClickHouseResource,
     tenants: Sequence[Tenant],
     location: str,
-    parallel_inserts: int = DEFAULT_PARALLEL_INSERTS,
+    limit: int = DEFAULT_PARALLEL_INSERTS,
 ) -> list[tuple[TenantReport, Published]]:
-    """Every tenant's report from one read of the fleet, each written to its own folder."""
+    """Every tenant's report from one read of the fleet, each written to its own folder; the
+    time left counts at most `limit` loads at once (the pool's live limit)."""
     folders = [tenant_folder(location, t) for t in tenants]  # a bad location fails first
-    reports = collect_reports(clickhouse, tenants, parallel_inserts=parallel_inserts)
+    reports = collect_reports(clickhouse, tenants, limit=limit)
     return [
         (report, publish(report, tenant, folder))
         for report, tenant, folder in zip(reports, tenants, folders, strict=True)
@@ -98,8 +100,9 @@ def report_asset(
     location: str,
     parallel_inserts: int,
 ):
-    """`location`: ATLAS_REPORTS_LOCATION; `parallel_inserts`: ATLAS_MAX_PARALLEL_INSERTS, for
-    the time left against a server (both from the code location's settings)."""
+    """`location`: ATLAS_REPORTS_LOCATION; `parallel_inserts`: ATLAS_MAX_PARALLEL_INSERTS, what
+    the time left counts at once while the pool has no limit of its own (both from the code
+    location's settings)."""
 
     @multi_asset(
         name="client_progress_report",
@@ -124,7 +127,8 @@ def report_asset(
         context: AssetExecutionContext, clickhouse: ClickHouseResource
     ) -> Iterator[AssetMaterialization]:
         chosen = [tenant_by_key(list(tenants), key) for key in context.partition_keys]
-        for report, published in write_reports(clickhouse, chosen, location, parallel_inserts):
+        limit = live_limit(context.instance, parallel_inserts)
+        for report, published in write_reports(clickhouse, chosen, location, limit):
             context.log.info(f"{report.key}: {report.percent:.1f}% → {published.html}")
             yield AssetMaterialization(
                 asset_key=REPORT_KEY,

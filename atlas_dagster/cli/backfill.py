@@ -13,7 +13,7 @@ from atlas_dagster.cli.dagster_api import (
     WebserverUnreachable,
     default_url,
 )
-from atlas_dagster.cli.engine import clickhouse_resource
+from atlas_dagster.cli.engine import clickhouse_resource, live_insert_limit
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.core.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -214,7 +214,9 @@ def run_backfill(args: argparse.Namespace) -> int:
     plan = _plan(args)
     if args.dry_run:
         sizes = export_sizes(plan)
-        estimate = estimate_duration(clickhouse_resource(), plan, sizes, current_settings().load)
+        estimate = estimate_duration(
+            clickhouse_resource(), plan, sizes, current_settings().load, live_insert_limit()
+        )
         print_plan(plan, sizes, estimate)
         if args.selection is not Selection.CHANGED:
             print_changed(plan)
@@ -256,7 +258,7 @@ def wait_for(api: DagsterApi, backfill_id: str, limit_seconds: float) -> int:
         else:
             if status["status"] in FINISHED_BACKFILL_STATUSES:
                 break
-            wait.still_waiting(_progress(status))
+            wait.still_waiting(_progress(status, _time_left(api, backfill_id, wait)))
         time.sleep(min(WAIT_POLL_SECONDS, wait.remaining))
     wait.done()
     print(f"backfill {backfill_id} {status['status']}: {_counts(status)}")
@@ -273,10 +275,19 @@ def _counts(status: dict) -> dict[str, int]:
     return {c["runStatus"]: c["count"] for c in status.get("partitionStatusCounts") or []}
 
 
-def _progress(status: dict) -> str:
+def _time_left(api: DagsterApi, backfill_id: str, wait: BoundedWait) -> list[str]:
+    """What the backfill's running raw runs say is left (none while its runs queue)."""
+    try:
+        return api.time_left(backfill_id, _poll_timeout(api, wait))
+    except WebserverUnreachable:
+        return []
+
+
+def _progress(status: dict, time_left: list[str] | None = None) -> str:
     counts = ", ".join(f"{name} {count}" for name, count in sorted(_counts(status).items()))
     runs = counts or "none run yet"
-    return f"{status['status']}, {status.get('numPartitions')} partitions ({runs})"
+    text = f"{status['status']}, {status.get('numPartitions')} partitions ({runs})"
+    return text + "".join(f"; {left}" for left in time_left or [])
 
 
 def _wait_limit(args: argparse.Namespace) -> float:

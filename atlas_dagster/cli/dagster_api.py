@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from atlas_dagster.core.tags import BACKFILL_ID_TAG
+from atlas_dagster.core.tags import BACKFILL_ID_TAG, TIME_LEFT_TAG
 from atlas_dagster.settings import current_settings
 
 GRAPHQL_DIR = Path(__file__).parent / "graphql"
@@ -102,14 +102,25 @@ class DagsterApi:
 
     def unfinished_runs(self, backfill_id: str) -> list[str]:
         """The backfill's runs still queued or in progress."""
-        run_filter = {
-            "tags": [{"key": BACKFILL_ID_TAG, "value": backfill_id}],
-            "statuses": ["QUEUED", "NOT_STARTED", "STARTING", "STARTED"],
-        }
-        result = self.call("backfill_runs", {"filter": run_filter})["runsOrError"]
+        statuses = ["QUEUED", "NOT_STARTED", "STARTING", "STARTED"]
+        return [run["runId"] for run in self._runs(backfill_id, statuses)]
+
+    def time_left(self, backfill_id: str, timeout: float | None = None) -> list[str]:
+        """Each of the backfill's running raw runs' days left and their time, as the run last
+        published it (TIME_LEFT_TAG, monitoring/pace.py's computation)."""
+        runs = self._runs(backfill_id, ["STARTED"], timeout)
+        tags = [{t["key"]: t["value"] for t in run.get("tags") or []} for run in runs]
+        return [found[TIME_LEFT_TAG] for found in tags if TIME_LEFT_TAG in found]
+
+    def _runs(
+        self, backfill_id: str, statuses: list[str], timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        tags = [{"key": BACKFILL_ID_TAG, "value": backfill_id}]
+        run_filter = {"tags": tags, "statuses": statuses}
+        result = self.call("backfill_runs", {"filter": run_filter}, timeout)["runsOrError"]
         if result["__typename"] != "Runs":
             raise DagsterApiError(f"runs of backfill {backfill_id}: {result.get('message')}")
-        return [run["runId"] for run in result["results"]]
+        return result["results"]
 
     def terminate_run(self, run_id: str) -> None:
         outcome = self.call("terminate_run", {"runId": run_id})["terminateRun"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from atlas_dagster.cli.engine import clickhouse_resource
+from atlas_dagster.cli.engine import clickhouse_resource, live_insert_limit
 from atlas_dagster.reporting.collect import collect_reports
 from atlas_dagster.reporting.publish import publish, tenant_folder
 from atlas_dagster.reporting.render import duration
@@ -31,9 +31,7 @@ def run_report(args: argparse.Namespace) -> int:
     settings = current_settings()
     tenant = tenant_by_key(load_tenants(settings.tenants_file), f"{args.org}.{args.brand}")
     folder = args.out.rstrip("/") or tenant_folder(settings.reports_location, tenant)
-    [report] = collect_reports(
-        clickhouse_resource(), [tenant], parallel_inserts=settings.load.parallel_inserts
-    )
+    [report] = collect_reports(clickhouse_resource(), [tenant], limit=live_insert_limit())
     published = publish(report, tenant, folder)
     failed = sum(d.failed for d in report.domains)
     print(

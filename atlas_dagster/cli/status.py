@@ -14,7 +14,7 @@ from operator import itemgetter
 
 from dagster import DagsterInstance
 
-from atlas_dagster.cli.engine import clickhouse_resource
+from atlas_dagster.cli.engine import clickhouse_resource, live_insert_limit
 from atlas_dagster.cli.pause import running_loads
 from atlas_dagster.core.days import day_ranges
 from atlas_dagster.monitoring.status import (
@@ -124,7 +124,7 @@ def run_status(args: argparse.Namespace) -> int:
             instance,
             args.gap_days,
             args.changes,
-            limit=current_settings().load.parallel_inserts,
+            limit=live_insert_limit(instance),
         )
         loads = running_loads(instance) if instance is not None else []
     if args.json:

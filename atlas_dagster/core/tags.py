@@ -22,6 +22,9 @@ FLEET_LEADER_TAG = "atlas/fleet-leader"
 COVERED_BY_TAG = "atlas/covered-by"
 # The raw run's effective INSERT concurrency, as backpressure last set it ("2 of 3 (...)").
 CONCURRENCY_TAG = "atlas/insert_concurrency"
+# The raw run's days left and their time at the measured pace (monitoring/pace.py), which
+# `backfill --wait` shows ("120 of 400 tenant-day(s) left, about 14.2 min at the measured pace").
+TIME_LEFT_TAG = "atlas/time_left"
 # Set by the CLI on what it launches: a fleet backfill's window, a tenant's backfill, a verify run.
 FLEET_TAG = "atlas/fleet"
 TENANT_TAG = "atlas/tenant"
@@ -44,6 +47,7 @@ __all__ = [
     "PRIORITY_TAG",
     "SELECT_TAG",
     "TENANT_TAG",
+    "TIME_LEFT_TAG",
     "VERIFY_TAG",
     "WILL_RETRY_TAG",
 ]

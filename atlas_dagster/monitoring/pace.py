@@ -1,7 +1,12 @@
-"""How fast loads go on this target, measured from backfill_log's recent completed loads: rows
-per second per load and how many loads actually ran at once (each load's view of it, so idle
-gaps between backfills do not count). The one time-left computation that `backfill --dry-run`,
-the raw run's progress metadata, `status` and the client report use."""
+"""How fast loads go on this target and how long what is left takes: the one time-left
+computation of `backfill --dry-run` and `--wait`, the raw run's progress metadata, `status` and
+the client report.
+
+The pace is measured from backfill_log's recent completed loads: rows per second per load and
+how many loads actually ran at once (each load's view of it, so idle gaps between backfills do
+not count). What is left counts at most the pool's live limit at once (the callers pass
+orchestration/insert_limit.py's `live_limit`): a pool lowered since the loads were measured
+slows the estimate, a raised one cannot speed it past what was measured."""
 
 from __future__ import annotations
 
@@ -29,6 +34,29 @@ class Pace:
         ramp-up days), with at most `limit` loads at once (the pool's limit now)."""
         parallel = max(1.0, min(self.parallel, limit) if limit else self.parallel)
         return (alone_rows + rows / parallel) / self.rows_per_second
+
+
+def time_left(
+    pace: Pace | None, days_left: int, days_done: int, rows_done: float, limit: int | None
+) -> float | None:
+    """Seconds to load `days_left` days of the completed days' mean rows (`rows_done` over
+    `days_done`) at `pace`, at most `limit` loads at once: 0 when nothing is left; None when it
+    cannot be known (no load measured, no day of these completed, or the pool stopped: 0)."""
+    if days_left <= 0:
+        return 0.0
+    if pace is None or days_done <= 0 or limit == 0:
+        return None
+    return pace.seconds(days_left * rows_done / days_done, limit=limit)
+
+
+def combined(paces: list[Pace]) -> Pace | None:
+    """Several domains' paces as one, each weighted by the loads it was measured on."""
+    days = sum(p.measured_days for p in paces)
+    if not days:
+        return None
+    rate = sum(p.rows_per_second * p.measured_days for p in paces) / days
+    parallel = sum(p.parallel * p.measured_days for p in paces) / days
+    return Pace(rate, parallel, days)
 
 
 def read_pace(client: Client, domain: str = "") -> Pace | None:

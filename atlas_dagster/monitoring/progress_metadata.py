@@ -10,7 +10,7 @@ from clickhouse_connect.driver.client import Client
 from dagster import MetadataValue
 
 from atlas_dagster.core.days import days_between
-from atlas_dagster.monitoring.pace import read_pace
+from atlas_dagster.monitoring.pace import combined, read_pace, time_left
 from atlas_dagster.monitoring.status import tenant_days, tenant_window
 from atlas_dagster.tenants import Tenant
 
@@ -46,12 +46,6 @@ class DomainProgress:
     @property
     def rows(self) -> int:
         return sum(s.rows for s in self.days.values() if s.status == "completed")
-
-    @property
-    def rows_left(self) -> float:
-        """The days not completed × the mean rows of the completed ones (0 before any)."""
-        done = self.count("completed")
-        return (len(self.window) - done) * self.rows / done if done else 0.0
 
 
 def domain_progress(
@@ -157,12 +151,26 @@ def progress_metadata(
 
 
 def _time_left(client: Client, progress: list[DomainProgress], limit: int | None) -> str:
-    pace = read_pace(client)
-    rows = sum(p.rows_left for p in progress)
-    if pace is None or not any(p.count("completed") for p in progress):
-        return "unknown until a day has loaded"
-    seconds = pace.seconds(rows, limit=limit)
-    return (
-        f"{seconds / 60:.1f} min ({rows:,.0f} rows at {pace.rows_per_second:,.0f} rows/s per "
-        f"load, {min(pace.parallel, limit or pace.parallel):.1f} at once, measured)"
-    )
+    """Each domain's days left at its own measured pace (pace.time_left, as `status` and the
+    client report count them), summed."""
+    if limit == 0:
+        return "unknown while the pool atlas_insert is stopped (set to 0)"
+    paces = {p.domain: read_pace(client, p.domain) for p in progress}
+    seconds = [
+        time_left(
+            paces[p.domain],
+            len(p.window) - p.count("completed"),
+            p.count("completed"),
+            p.rows,
+            limit,
+        )
+        for p in progress
+    ]
+    if any(s is None for s in seconds):
+        return "unknown until each domain has loaded a day"
+    total = sum(s for s in seconds if s is not None)
+    measured = combined([p for p in paces.values() if p is not None])
+    if measured is None:  # nothing left in any domain
+        return f"{total / 60:.1f} min"
+    at_once = min(measured.parallel, limit or measured.parallel)
+    return f"{total / 60:.1f} min (at the pace measured on recent loads, {at_once:.1f} at once)"

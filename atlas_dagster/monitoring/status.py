@@ -11,7 +11,7 @@ from dagster import DagsterInstance
 
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
-from atlas_dagster.monitoring.pace import Pace, read_pace
+from atlas_dagster.monitoring.pace import Pace, read_pace, time_left
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.scope import Scope
@@ -71,11 +71,12 @@ def with_time_left(
         left = max(0, (window[1] - window[0]).days + 1 - done) if window else None
         if domain not in paces:
             paces[domain] = read_pace(client, domain)
-        pace, seconds = paces[domain], None
-        if left is not None and pace is not None and done:
-            rows = left * int(row["total_rows"]) / done  # type: ignore[call-overload]
-            seconds = round(pace.seconds(rows, limit=limit), 1)
-        row |= {"days_left": left, "time_left_seconds": seconds}
+        seconds = None
+        if left is not None:
+            rows = float(row["total_rows"])  # type: ignore[arg-type]
+            seconds = time_left(paces[domain], left, done, rows, limit)
+        rounded = None if seconds is None else round(seconds, 1)
+        row |= {"days_left": left, "time_left_seconds": rounded}
     return progress
 
 

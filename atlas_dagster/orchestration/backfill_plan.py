@@ -203,10 +203,15 @@ class Estimate:
 
 
 def estimate_duration(
-    clickhouse: ClickHouseResource, plan: BackfillPlan, sizes: list[DaySize], load: LoadSettings
+    clickhouse: ClickHouseResource,
+    plan: BackfillPlan,
+    sizes: list[DaySize],
+    load: LoadSettings,
+    limit: int,
 ) -> Estimate | None:
-    """At the pace measured on this target's recent loads (monitoring/pace.py), with the ramp-up
-    days one at a time and at most the pool's limit of `load` at once; None before any load."""
+    """At the pace measured on this target's recent loads (monitoring/pace.py), with `load`'s
+    ramp-up days one at a time and at most `limit` (the pool's live limit) at once; None before
+    any load."""
     with clickhouse.session() as client:
         ensure_schema(client)  # a dry run may come before the first load on this target
         pace = read_pace(client)
@@ -220,6 +225,6 @@ def estimate_duration(
     ramp_dates = newest_first(rows_by_date)[: load.ramp_up_days]
     ramp_rows = sum(rows_by_date[d] for d in ramp_dates)
     rest_rows = sum(rows_by_date.values()) - ramp_rows
-    seconds = pace.seconds(rest_rows, alone_rows=ramp_rows, limit=load.parallel_inserts)
-    parallel = min(pace.parallel, load.parallel_inserts)
+    seconds = pace.seconds(rest_rows, alone_rows=ramp_rows, limit=limit)
+    parallel = min(pace.parallel, limit) if limit else pace.parallel
     return Estimate(pace.rows_per_second, pace.measured_days, seconds, parallel)

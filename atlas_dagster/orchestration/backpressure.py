@@ -1,7 +1,9 @@
 """A run's effective INSERT concurrency (1..cap, adapting to the service) and the operator's pause.
 
-Invariants: the limit never leaves 1..cap (the cap is the pool's, ATLAS_MAX_PARALLEL_INSERTS);
-`capacity()` is what LoadScheduler reads before each dispatch, under its lock, so it does no I/O
+Invariants: the limit never leaves 1..cap (the cap is the pool's live limit, which
+orchestration/insert_limit.py moves when an operator changes it);
+`capacity()` is what LoadScheduler reads (through InsertLimit) before each dispatch, under its
+lock, so it does no I/O
 (0 while paused). The service pushing back lowers the limit at once: to 1 when it says so
 itself (delayed or rejected INSERTs, a partition at parts_to_delay_insert, the operator's health
 query above its threshold), by half for a transient failure of a day or a partition at half its
@@ -127,6 +129,14 @@ class Backpressure:
         (self.log.warning if new < old else self.log.info)(text)
         if self.publish is not None:
             self.publish(f"{new} of {self.cap}: {reason}"[:200])
+
+    def set_cap(self, cap: int, reason: str) -> None:
+        """The operator changed the pool's limit: a run at full width follows it at once, one
+        under pushback keeps its limit (below the new cap) and recovers towards it."""
+        with self._lock:
+            old_cap, self.cap = self.cap, max(1, cap)
+            if self._limit >= old_cap or self._limit > self.cap:
+                self._set(self.cap, reason)
 
     def pushback(self, reason: str, severe: bool) -> None:
         """The service pushed back: to 1 if `severe`, else half (at least 1)."""

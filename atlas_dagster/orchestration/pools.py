@@ -17,13 +17,7 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from atlas_dagster.core.waits import (
-    BoundedWait,
-    ClaimCanceled,
-    PoolLimitError,
-    WaitLog,
-    WaitTimeout,
-)
+from atlas_dagster.core.waits import BoundedWait, ClaimCanceled, WaitLog, WaitTimeout
 from atlas_dagster.core.workers import (
     Worker,
     WorkerState,
@@ -35,16 +29,18 @@ from atlas_dagster.dagster_internals import (
     claim_pool_slot,
     free_pool_slot,
     pool_info,
-    set_pool_limit,
-    supports_pools,
 )
-from atlas_dagster.settings import INSERT_HARD_CAP, PARALLEL_INSERTS, SLOT_WAIT_SECONDS
+from atlas_dagster.settings import SLOT_WAIT_SECONDS
 
 INSERT_POOL = "atlas_insert"
 CLAIM_POLL_SECONDS = 0.25
 # How often a waiting claimant looks for claims of dead processes: two reads of the instance.
 RECLAIM_SECONDS = 2.0
 _WORKER_SEPARATOR = "@"
+STOPPED = (
+    f"pool {INSERT_POOL} is set to 0: INSERTs are stopped until an operator raises it "
+    f"(`dagster instance concurrency set {INSERT_POOL} N`, or the UI's Concurrency page)"
+)
 
 
 class SlotWaitTimeout(WaitTimeout):
@@ -145,45 +141,11 @@ def holders(instance: DagsterInstance, pool: str = INSERT_POOL) -> str:
     runs = _runs(instance, {c.run_id for c in found})
     limit = pool_info(instance, pool).limit
     if limit == 0:
-        return (
-            f"pool {pool} is set to 0: INSERTs are stopped until an operator raises it "
-            f"(`dagster instance concurrency set {pool} N`, or the UI's Concurrency page)"
-        )
+        return STOPPED
     if not found:
         return f"pool {pool} (limit {limit}) has no claimed slot yet; the next one is assigned"
     named = "; ".join(c.describe(runs.get(c.run_id)) for c in found)
     return f"pool {pool} (limit {limit}) is held by {named}"
-
-
-def ensure_insert_pool(
-    instance: DagsterInstance, parallel_inserts: int = PARALLEL_INSERTS.default
-) -> int:
-    """Seeds the pool with `parallel_inserts` (the run's ATLAS_MAX_PARALLEL_INSERTS) unless an
-    operator set its limit, and returns how many INSERTs at once the run plans for (1 to 4).
-
-    An operator's own limit (`dagster instance concurrency set atlas_insert N`, or the UI) is kept
-    when it is within the cap, so parallelism can be lowered live without a redeploy. A limit of 0
-    is the operator's stop, kept too: every claim waits (reporting the stop) until it is raised,
-    and the run plans for `parallel_inserts`, so that it resumes at full width then.
-    """
-    if not supports_pools(instance):
-        raise PoolLimitError(
-            "this Dagster instance cannot hold pool limits (an ephemeral instance?): set "
-            "DAGSTER_HOME to a persistent instance so that the cap of "
-            f"{INSERT_HARD_CAP} INSERTs in parallel is enforced across runs"
-        )
-    info = pool_info(instance, INSERT_POOL)
-    if info.limit is not None and info.limit > INSERT_HARD_CAP:
-        raise PoolLimitError(
-            f"the Dagster pool {INSERT_POOL} allows {info.limit} concurrent INSERTs, above the "
-            f"hard cap of {INSERT_HARD_CAP} (the backfill shares the cluster with real-time "
-            f"ingestion); lower it with `dagster instance concurrency set {INSERT_POOL} "
-            f"{parallel_inserts}` or in the UI's Concurrency page"
-        )
-    if info.limit is None or info.using_default_limit:
-        set_pool_limit(instance, INSERT_POOL, parallel_inserts)
-        return parallel_inserts
-    return info.limit if info.limit > 0 else parallel_inserts
 
 
 def _claim(

@@ -7,7 +7,9 @@ import time
 from dagster import (
     DagsterRunStatus,
     DefaultSensorStatus,
+    MultiPartitionsDefinition,
     RunsFilter,
+    SensorDefinition,
     SensorEvaluationContext,
     SkipReason,
     sensor,
@@ -21,14 +23,26 @@ from atlas_dagster.orchestration.run_coordinator import release_backfill, releas
 HOLD_TIMEOUT_SECONDS = 120
 
 
-@sensor(
-    name="release_held_backfill_runs",
-    minimum_interval_seconds=15,
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Releases queued raw runs of a backfill once all of them are queued, or when the "
-    "backfill stopped submitting (canceled, failed, or held longer than 2 minutes).",
-)
-def release_held_backfill_runs(context: SensorEvaluationContext) -> SkipReason:
+def release_held_runs_sensor(partitions: MultiPartitionsDefinition) -> SensorDefinition:
+    """The sensor, counting a backfill's runs in `partitions` (the code location's tenants ×
+    days, as the coordinator counts them)."""
+
+    @sensor(
+        name="release_held_backfill_runs",
+        minimum_interval_seconds=15,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Releases queued raw runs of a backfill once all of them are queued, or when "
+        "the backfill stopped submitting (canceled, failed, or held longer than 2 minutes).",
+    )
+    def release_held_backfill_runs(context: SensorEvaluationContext) -> SkipReason:
+        return release_held(context, partitions)
+
+    return release_held_backfill_runs
+
+
+def release_held(
+    context: SensorEvaluationContext, partitions: MultiPartitionsDefinition
+) -> SkipReason:
     instance = context.instance
     records = instance.get_run_records(
         RunsFilter(tags={HELD_TAG: "true"}, statuses=[DagsterRunStatus.QUEUED])
@@ -40,7 +54,7 @@ def release_held_backfill_runs(context: SensorEvaluationContext) -> SkipReason:
         oldest[backfill_id] = min(created, oldest.get(backfill_id, created))
     released = []
     for backfill_id, created in oldest.items():
-        if backfill_id and release_if_fully_submitted(instance, backfill_id):
+        if backfill_id and release_if_fully_submitted(instance, backfill_id, partitions):
             released.append(backfill_id)
             continue
         stopped = not (backfill_id and backfill_is_requested(instance, backfill_id))

@@ -34,6 +34,7 @@ from atlas_dagster.core.tags import (
     COVERED_BY_TAG,
     FLEET_LEADER_TAG,
     SELECT_TAG,
+    TIME_LEFT_TAG,
 )
 from atlas_dagster.core.waits import ClaimCanceled
 from atlas_dagster.core.workers import current_worker
@@ -51,10 +52,12 @@ from atlas_dagster.loading.day_load import (
 )
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
+from atlas_dagster.monitoring.pace import read_pace, time_left
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
-from atlas_dagster.orchestration.pools import InsertSlots, ensure_insert_pool
+from atlas_dagster.orchestration.insert_limit import InsertLimit
+from atlas_dagster.orchestration.pools import InsertSlots
 from atlas_dagster.orchestration.raw_work import (
     RawResult,
     RawWork,
@@ -105,12 +108,20 @@ class RawRun:
         self._known: dict[str, KnownDays] = {}
         # Per tenant key: when its progress metadata was last read (monotonic seconds).
         self._progress_read: dict[str, float] = {}
+        # The run's own progress, for its time-left tag: days to load, days settled, days
+        # loaded and their export rows, and when the tag was last written.
+        self._run_days = 0
+        self._settled = 0
+        self._loaded = (0, 0)
+        self._time_left_at: float | None = None
         # The run's slots of the INSERT pool, set while its loads run.
         self._slots: InsertSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
         self._lines = DayLines(context.log)
         self._policy = RetryPolicy.from_settings(settings)
-        # Set while the loads run: the adaptive INSERT limit, the operator's pause flags.
+        # Set while the loads run: the INSERT limit (the pool's, lowered by the backpressure),
+        # the backpressure itself, the operator's pause flags.
+        self._limit: InsertLimit | None = None
         self._pressure: Backpressure | None = None
         self._pause: PauseWatch | None = None
         self._raw_tables: list[str] = []
@@ -182,6 +193,7 @@ class RawRun:
             works = self._selected(works)
             if not works:
                 return
+            self._run_days = len(works)
             scheduler = self._start(works, domains)
             self._read_known(works)
             yield from self._run_loads(scheduler)
@@ -233,10 +245,9 @@ class RawRun:
     def _start(
         self, works: list[RawWork], domains: list[Domain]
     ) -> LoadScheduler[RawWork, RawResult]:
-        """The pool seeded, the backpressure and pause watch on, the run's slots and scheduler."""
-        parallelism = ensure_insert_pool(self.context.instance, self.settings.parallel_inserts)
-        self._start_backpressure(parallelism, domains)
-        assert self._pressure is not None
+        """The run's INSERT limit (the pool seeded, the backpressure and pause watch on), its
+        slots and scheduler."""
+        limit = self._start_limit(domains)
         scheduler: LoadScheduler[RawWork, RawResult] = LoadScheduler(
             [
                 OrderedWork(
@@ -245,15 +256,16 @@ class RawRun:
                 for i, w in enumerate(works)
             ],
             self._execute,
-            parallelism=parallelism,
+            parallelism=InsertLimit.width,
             ramp_days=self.settings.ramp_up_days,
-            capacity=self._pressure.capacity,
+            capacity=limit.capacity,
             retry=self._retry,
         )
         self._scheduler = scheduler
         self.context.log.info(
-            f"loading {len(works)} tenant-day(s) newest first: up to {parallelism} INSERTs at once "
-            f"after each tenant's first {self.settings.ramp_up_days} day(s) pass one at a time"
+            f"loading {len(works)} tenant-day(s) newest first: up to {limit.capacity()} INSERTs "
+            f"at once (the pool's limit, {limit.live()}, followed live) after each tenant's first "
+            f"{self.settings.ramp_up_days} day(s) pass one at a time"
         )
         self._slots = InsertSlots(
             self.context.instance,
@@ -287,36 +299,47 @@ class RawRun:
         finally:
             self._slots.release()
             self._lines.flush()
+            self._publish_time_left(None, force=True)
         if held is not None:
             if held.load is not None and not held.progress:
                 self._add_progress(held, force=True)
             yield from self._report(held)
         self._lines.flush()
 
-    def _start_backpressure(self, parallelism: int, domains: list[Domain]) -> None:
+    def _start_limit(self, domains: list[Domain]) -> InsertLimit:
         instance, run_id = self.context.instance, self.run_id
 
         def publish(text: str) -> None:
             instance.add_run_tags(run_id, {CONCURRENCY_TAG: text})
 
-        self._pressure = Backpressure(
-            parallelism,
-            self.context.log,
-            publish,
-            recovery_seconds=self.settings.recovery_seconds,
-            probe_seconds=self.settings.health_probe_seconds,
-            threshold=self.settings.health_threshold,
+        def pressure(width: int) -> Backpressure:
+            return Backpressure(
+                width,
+                self.context.log,
+                publish,
+                recovery_seconds=self.settings.recovery_seconds,
+                probe_seconds=self.settings.health_probe_seconds,
+                threshold=self.settings.health_threshold,
+            )
+
+        limit = InsertLimit.start(
+            instance, self.settings.parallel_inserts, pressure, self.context.log
         )
-        publish(f"{parallelism} of {parallelism}: no pushback seen")
+        self._limit, self._pressure = limit, limit.pressure
+        publish(f"{limit.pressure.cap} of {limit.pressure.cap}: no pushback seen")
         backfill_id = self.context.run.tags.get(BACKFILL_ID_TAG)
         self._pause = PauseWatch(instance, pause_keys(run_id, backfill_id), self._pressure)
         self._raw_tables = [d.raw_table for d in domains]
         self._pause.poll()
+        return limit
 
     def _idle(self) -> None:
-        """Nothing reported for a while: the day lines, the pause flags, a step up if calm."""
+        """Nothing reported for a while: the day lines, the pause flags and the pool's limit, a
+        step up if calm."""
         self._lines.tick()
         assert self._pause is not None and self._pressure is not None and self._slots is not None
+        assert self._limit is not None
+        self._limit.refresh()
         waiting = self._scheduler is not None and self._scheduler.next_retry_in() is not None
         if self._pause.poll() or waiting:
             # A paused run, or one idle while days wait to retry, keeps no idle slot from other
@@ -326,10 +349,14 @@ class RawRun:
         self._checks.flush_if_due()
 
     def _after_outcome(self, result: RawResult) -> None:
-        assert self._pause is not None and self._pressure is not None
+        assert self._pause is not None and self._pressure is not None and self._limit is not None
+        self._settled += 1
         if result.load is not None:
+            days, rows = self._loaded
+            self._loaded = (days + 1, rows + result.load.source_rows)
             self._pressure.success()
         self._pause.poll()
+        self._limit.refresh()
 
     def _retry(self, work: RawWork, result: RawResult, attempt: int) -> float | None:
         """LoadScheduler's retry hook (a worker thread): seconds until the day's next try, or
@@ -393,9 +420,28 @@ class RawRun:
         tenant = result.work.tenant
         if force or self._progress_due(tenant):
             with self.clickhouse.session() as client:
-                result.progress = progress_metadata(
-                    client, tenant, limit=self.settings.parallel_inserts
-                )
+                result.progress = progress_metadata(client, tenant, limit=self._live_limit())
+
+    def _publish_time_left(self, client: Client | None, force: bool = False) -> None:
+        """The run's days left and their time (pace.time_left, as every progress figure) as the
+        run's tag TIME_LEFT_TAG, at most every PROGRESS_EVERY_SECONDS and when its loads end:
+        what `backfill --wait` shows while it follows the backfill."""
+        now = time.monotonic()
+        last = self._time_left_at
+        if not force and last is not None and now - last < PROGRESS_EVERY_SECONDS:
+            return
+        self._time_left_at = now
+        left = self._run_days - self._settled
+        days, rows = self._loaded
+        pace = read_pace(client) if left and client is not None else None
+        seconds = time_left(pace, left, days, rows, self._live_limit())
+        when = "unknown yet" if seconds is None else f"about {seconds / 60:.1f} min"
+        text = f"{left} of {self._run_days} tenant-day(s) left, {when} at the measured pace"
+        self.context.instance.add_run_tags(self.run_id, {TIME_LEFT_TAG: text})
+
+    def _live_limit(self) -> int:
+        """The pool's limit as the run last read it: the most loads a time left counts at once."""
+        return self._limit.live() if self._limit is not None else self.settings.parallel_inserts
 
     def _execute(
         self, work: RawWork, canceled: threading.Event, mark_started: Callable[[], None]
@@ -464,10 +510,11 @@ class RawRun:
         def after_load(client: Client, entry: backfill_log.LogEntry) -> None:
             # In the load's own engine session: in embedded mode a session costs ~0.3 s.
             self._probe(client, prepared.timer)
+            self._publish_time_left(client)
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
                     result.progress = progress_metadata(
-                        client, work.tenant, limit=self.settings.parallel_inserts
+                        client, work.tenant, limit=self._live_limit()
                     )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"

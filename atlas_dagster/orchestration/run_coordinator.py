@@ -21,6 +21,7 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
+    MultiPartitionsDefinition,
     QueuedRunCoordinator,
     RunsFilter,
     SubmitRunContext,
@@ -44,7 +45,7 @@ from atlas_dagster.partitions import (
     run_partition_bounds,
     tenant_of_key,
 )
-from atlas_dagster.settings import current_settings
+from atlas_dagster.settings import Settings
 from atlas_dagster.tenants import load_tenants
 
 # The queue limits that make the tags above work, always in force whatever dagster.yaml says.
@@ -80,13 +81,15 @@ def backfill_tags(run: DagsterRun) -> dict[str, str]:
     return {HELD_TAG: "true", LANE_GROUP_TAG: f"{backfill_id}:{tenant}"}
 
 
-def expected_raw_runs(instance: DagsterInstance, backfill_id: str) -> int | None:
+def expected_raw_runs(
+    instance: DagsterInstance, backfill_id: str, partitions_def: MultiPartitionsDefinition
+) -> int | None:
     """How many raw runs the backfill submits: one per partition range of each group of raw
-    assets sharing a partition selection, as Dagster's single-run backfill policy splits them."""
+    assets sharing a partition selection, as Dagster's single-run backfill policy splits them
+    (ranges of `partitions_def`, the code location's tenants × days)."""
     target = backfill_target_partitions(instance, backfill_id)
     if target is None:
         return None
-    partitions_def = partitions_for(load_tenants(current_settings().tenants_file))
     groups = {
         frozenset(subset.get_partition_keys())
         for asset_key, subset in target.items()
@@ -118,8 +121,10 @@ def release_backfill(instance: DagsterInstance, backfill_id: str, reason: str) -
     return len(runs)
 
 
-def release_if_fully_submitted(instance: DagsterInstance, backfill_id: str) -> bool:
-    expected = expected_raw_runs(instance, backfill_id)
+def release_if_fully_submitted(
+    instance: DagsterInstance, backfill_id: str, partitions_def: MultiPartitionsDefinition
+) -> bool:
+    expected = expected_raw_runs(instance, backfill_id, partitions_def)
     submitted = [
         r
         for r in instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
@@ -173,13 +178,27 @@ def fleet_tags(
 
 
 class AtlasRunCoordinator(QueuedRunCoordinator):
-    """QueuedRunCoordinator that tags runs for newest-first dequeueing before enqueueing them."""
+    """QueuedRunCoordinator that tags runs for newest-first dequeueing before enqueueing them.
+
+    Dagster builds it from dagster.yaml in the daemon's and webserver's processes: that is where
+    it is wired, so it reads the settings there, once (ATLAS_TENANTS_FILE), and passes them down.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         limits = list(kwargs.pop("tag_concurrency_limits", None) or [])
         limits += [limit for limit in TAG_CONCURRENCY_LIMITS if limit not in limits]
         super().__init__(*args, tag_concurrency_limits=limits, **kwargs)
+        self._tenants_file = Settings.from_env().tenants_file
         self._fleet_assets: dict[str, frozenset[AssetKey] | None] = {}
+        # Per backfill: the tenants × days its runs' ranges are counted in, read from the
+        # tenants file when its first held run is submitted (a tenant added later joins the
+        # next backfill, as it joins the code location when that reloads).
+        self._partitions: dict[str, MultiPartitionsDefinition] = {}
+
+    def _partitions_of(self, backfill_id: str) -> MultiPartitionsDefinition:
+        if backfill_id not in self._partitions:
+            self._partitions[backfill_id] = partitions_for(load_tenants(self._tenants_file))
+        return self._partitions[backfill_id]
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
@@ -197,7 +216,7 @@ class AtlasRunCoordinator(QueuedRunCoordinator):
         submitted = super().submit_run(context)
         if HELD_TAG in tags and backfill_id:
             try:
-                release_if_fully_submitted(instance, backfill_id)
+                release_if_fully_submitted(instance, backfill_id, self._partitions_of(backfill_id))
             except Exception:  # the sweep sensor releases what this could not
                 log.exception("could not check whether backfill %s is fully queued", backfill_id)
         return submitted

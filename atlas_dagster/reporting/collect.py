@@ -11,7 +11,7 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
-from atlas_dagster.monitoring.pace import Pace, read_pace
+from atlas_dagster.monitoring.pace import Pace, combined, read_pace, time_left
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import dsn_password, query_rows
@@ -221,17 +221,6 @@ def _redelivered(
     )
 
 
-def _eta(row: dict | None, remaining: int, pace: Pace | None, limit: int) -> float | None:
-    """Days left × this tenant-domain's mean rows per completed day, at the domain's measured
-    pace with at most `limit` loads at once."""
-    if remaining == 0:
-        return 0.0
-    if row is None or not row["days_done"] or pace is None:
-        return None
-    rows_per_day = float(row["source_rows"]) / float(row["days_done"])
-    return pace.seconds(remaining * rows_per_day, limit=limit)
-
-
 def _domain_summary(
     domain: str,
     cells: str,
@@ -254,7 +243,13 @@ def _domain_summary(
         rows=int(row["rows_loaded"]) if row else 0,
         first_day=row["first_done"] if loaded else None,
         last_day=row["last_done"] if loaded else None,
-        eta_seconds=_eta(row, max(0, due - done), pace, limit),
+        eta_seconds=time_left(
+            pace,
+            max(0, due - done),
+            int(row["days_done"]) if row else 0,
+            float(row["source_rows"]) if row else 0.0,
+            limit,
+        ),
     )
 
 
@@ -333,12 +328,7 @@ def build_report(
             _domain_summary(domain, cells, due, summary.get(domain), rows.pace.get(domain), limit)
         )
     report.gold_calendar, report.gold = _gold(tenant, rows, report.calendar, first, length)
-    measured = [p for d in tenant.domains if (p := rows.pace.get(d)) is not None]
-    if measured:
-        days = sum(p.measured_days for p in measured)
-        rate = sum(p.rows_per_second * p.measured_days for p in measured) / days
-        parallel = sum(p.parallel * p.measured_days for p in measured) / days
-        report.pace = Pace(rate, parallel, days)
+    report.pace = combined([p for d in tenant.domains if (p := rows.pace.get(d)) is not None])
     return report
 
 
@@ -346,10 +336,10 @@ def collect_reports(
     clickhouse: ClickHouseResource,
     tenants: Sequence[Tenant],
     today: dt.date | None = None,
-    parallel_inserts: int = DEFAULT_PARALLEL_INSERTS,
+    limit: int = DEFAULT_PARALLEL_INSERTS,
 ) -> list[TenantReport]:
     """Every tenant's report from one read of the fleet (one engine session); the time left is at
-    the measured pace, at most `parallel_inserts` loads at once (ATLAS_MAX_PARALLEL_INSERTS)."""
+    the measured pace, at most `limit` loads at once (the pool's live limit)."""
     today = today or dt.datetime.now(dt.UTC).date()
     if not tenants:
         return []
@@ -358,9 +348,7 @@ def collect_reports(
         rows = read_fleet(client, tenants, today)
         changes = {t.key: _changes(client, t, today) for t in tenants}
     secrets = (dsn_password(clickhouse.resolved_dsn()),)
-    return [
-        build_report(t, rows, today, parallel_inserts, secrets, changes[t.key]) for t in tenants
-    ]
+    return [build_report(t, rows, today, limit, secrets, changes[t.key]) for t in tenants]
 
 
 def _changes(client: Client, tenant: Tenant, today: dt.date) -> ChangeScan | None:
