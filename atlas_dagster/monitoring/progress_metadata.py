@@ -1,4 +1,5 @@
-"""Dagster metadata of a tenant's backfill: days per domain, rows-per-day chart (Markdown)."""
+"""Dagster metadata of a tenant's backfill: days per domain and time left (counted by
+monitoring/progress.py), and a rows-per-day chart (Markdown)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from clickhouse_connect.driver.client import Client
 from dagster import MetadataValue
 
 from atlas_dagster.core.days import days_between
-from atlas_dagster.monitoring.pace import combined, read_pace, time_left
-from atlas_dagster.monitoring.status import tenant_days, tenant_window
+from atlas_dagster.monitoring.pace import combined, read_pace
+from atlas_dagster.monitoring.progress import DomainCount, count_progress, tenant_window
+from atlas_dagster.monitoring.status import tenant_days
 from atlas_dagster.tenants import Tenant
 
 # Dagster has no plot metadata type; Markdown renders in the UI, and a code block keeps the
@@ -32,20 +34,11 @@ class DayState:
 
 @dataclass(frozen=True)
 class DomainProgress:
+    """One domain's days as the chart draws them (the counts are progress.py's)."""
+
     domain: str
     days: dict[dt.date, DayState]
     window: list[dt.date]
-
-    def count(self, status: str) -> int:
-        return sum(1 for state in self.days.values() if state.status == status)
-
-    @property
-    def missing(self) -> int:
-        return len(self.window) - len(self.days)
-
-    @property
-    def rows(self) -> int:
-        return sum(s.rows for s in self.days.values() if s.status == "completed")
 
 
 def domain_progress(
@@ -67,15 +60,15 @@ def domain_progress(
     return progress
 
 
-def progress_table(progress: list[DomainProgress]) -> str:
+def progress_table(counts: list[DomainCount]) -> str:
     lines = [
         "| domain | days done | failed | running | missing | rows loaded |",
         "|---|--:|--:|--:|--:|--:|",
     ]
-    for p in progress:
+    for c in counts:
         lines.append(
-            f"| {p.domain} | {p.count('completed')} | {p.count('failed')} | "
-            f"{p.count('running')} | {p.missing} | {p.rows:,} |"
+            f"| {c.domain} | {c.done} | {c.failed} | {c.running} | {c.missing} | "
+            f"{c.rows_loaded:,} |"
         )
     return "\n".join(lines)
 
@@ -131,41 +124,32 @@ def progress_metadata(
     client: Client, tenant: Tenant, today: dt.date | None = None, limit: int | None = None
 ) -> dict[str, MetadataValue]:
     """The tenant's backfill over its whole window, for a raw asset's materialization, with the
-    time left at the measured pace (monitoring/pace.py), at most `limit` loads at once."""
+    time left at the measured pace (pace.time_left), at most `limit` loads at once."""
     window = tenant_window(tenant, today)
     if window is None:
         note = f"{tenant.key}: no day of its window ({tenant.start_date} on) has ended yet"
         return {"backfill_progress": MetadataValue.md(note)}
+    found = count_progress(client, [tenant], today)
+    counts = [found[(tenant.key, d)] for d in tenant.domains if (tenant.key, d) in found]
     progress = domain_progress(client, tenant, *window)
     return {
         "backfill_progress": MetadataValue.md(
-            f"**{tenant.key}** {window[0]} → {window[1]}\n\n" + progress_table(progress)
+            f"**{tenant.key}** {window[0]} → {window[1]}\n\n" + progress_table(counts)
         ),
         "backfill_rows_per_day": MetadataValue.md(rows_chart(progress)),
-        "backfill_days_done": MetadataValue.int(sum(p.count("completed") for p in progress)),
-        "backfill_days_left": MetadataValue.int(
-            sum(len(p.window) - p.count("completed") for p in progress)
-        ),
-        "backfill_time_left": MetadataValue.text(_time_left(client, progress, limit)),
+        "backfill_days_done": MetadataValue.int(sum(c.done for c in counts)),
+        "backfill_days_left": MetadataValue.int(sum(c.days_left for c in counts)),
+        "backfill_time_left": MetadataValue.text(_time_left(client, counts, limit)),
     }
 
 
-def _time_left(client: Client, progress: list[DomainProgress], limit: int | None) -> str:
-    """Each domain's days left at its own measured pace (pace.time_left, as `status` and the
-    client report count them), summed."""
+def _time_left(client: Client, counts: list[DomainCount], limit: int | None) -> str:
+    """Each domain's days left at its own measured pace, summed (as `status` and the client
+    report count them)."""
     if limit == 0:
         return "unknown while the pool atlas_insert is stopped (set to 0)"
-    paces = {p.domain: read_pace(client, p.domain) for p in progress}
-    seconds = [
-        time_left(
-            paces[p.domain],
-            len(p.window) - p.count("completed"),
-            p.count("completed"),
-            p.rows,
-            limit,
-        )
-        for p in progress
-    ]
+    paces = {c.domain: read_pace(client, c.domain) for c in counts}
+    seconds = [c.time_left(paces[c.domain], limit) for c in counts]
     if any(s is None for s in seconds):
         return "unknown until each domain has loaded a day"
     total = sum(s for s in seconds if s is not None)

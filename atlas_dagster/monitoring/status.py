@@ -11,7 +11,8 @@ from dagster import DagsterInstance
 
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
-from atlas_dagster.monitoring.pace import Pace, read_pace, time_left
+from atlas_dagster.monitoring.pace import Pace, read_pace
+from atlas_dagster.monitoring.progress import count_progress, tenant_window
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
 from atlas_dagster.resources.connection import query_rows
 from atlas_dagster.scope import Scope
@@ -57,38 +58,29 @@ def _jsonable(value: object) -> object:
 def with_time_left(
     client: Client, tenants: list[Tenant], progress: list[Row], limit: int | None
 ) -> list[Row]:
-    """Each progress row with the days of its tenant-domain's window not completed yet and the
-    time they take at the domain's measured pace (monitoring/pace.py); None where unknown (a
-    tenant no longer in the tenants file, or nothing loaded yet)."""
+    """Each progress row with its tenant-domain's days left in its window and the time they
+    take at the domain's measured pace (monitoring/progress.py, the one count); None where
+    unknown (a tenant no longer in the tenants file, a domain it does not list, nothing loaded)."""
     by_key = {(t.organization_id, t.brand_id): t for t in tenants}
+    involved = {
+        t.key: t
+        for row in progress
+        if (t := by_key.get((str(row["organization_id"]), str(row["brand_id"])))) is not None
+    }
+    counts = count_progress(client, involved.values())
     paces: dict[str, Pace | None] = {}
     for row in progress:
-        domain, done = str(row["domain"]), int(row["days_done"])  # type: ignore[call-overload]
+        domain = str(row["domain"])
         tenant = by_key.get((str(row["organization_id"]), str(row["brand_id"])))
-        window = (
-            tenant_window(tenant, domain=domain) if tenant and domain in tenant.domains else None
-        )
-        left = max(0, (window[1] - window[0]).days + 1 - done) if window else None
+        count = counts.get((tenant.key, domain)) if tenant is not None else None
         if domain not in paces:
             paces[domain] = read_pace(client, domain)
-        seconds = None
-        if left is not None:
-            rows = float(row["total_rows"])  # type: ignore[arg-type]
-            seconds = time_left(paces[domain], left, done, rows, limit)
-        rounded = None if seconds is None else round(seconds, 1)
-        row |= {"days_left": left, "time_left_seconds": rounded}
+        seconds = count.time_left(paces[domain], limit) if count is not None else None
+        row |= {
+            "days_left": count.days_left if count is not None else None,
+            "time_left_seconds": None if seconds is None else round(seconds, 1),
+        }
     return progress
-
-
-def tenant_window(
-    tenant: Tenant, today: dt.date | None = None, domain: str | None = None
-) -> tuple[dt.date, dt.date] | None:
-    """start_date..last_date() (of `domain`'s own dates when named), without days that have not
-    happened yet (no export exists)."""
-    today = today or dt.datetime.now(dt.UTC).date()
-    first, last = tenant.window(domain, today)
-    last = min(last, today - dt.timedelta(days=1))
-    return (first, last) if first <= last else None
 
 
 def gap_window(

@@ -11,7 +11,8 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
-from atlas_dagster.monitoring.pace import Pace, combined, read_pace, time_left
+from atlas_dagster.monitoring.pace import Pace, combined, read_pace
+from atlas_dagster.monitoring.progress import DomainCount, count_progress
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
 from atlas_dagster.resources.clickhouse import ClickHouseResource
 from atlas_dagster.resources.connection import dsn_password, query_rows
@@ -140,7 +141,7 @@ class TenantReport:
 class FleetRows:
     """The grouped queries' answers for a set of tenants, keyed by (organization, brand)."""
 
-    summary: dict[TenantKey, dict[str, dict]]
+    counts: dict[tuple[str, str], DomainCount]  # (tenant key, domain): monitoring/progress.py
     days: dict[TenantKey, dict[str, dict[str, list[int]]]]
     failures: dict[TenantKey, list[dict]]
     gold: dict[str, dict[TenantKey, set[int]]]
@@ -156,13 +157,12 @@ def _tenant_parameters(tenants: Sequence[Tenant], last_day: dt.date) -> dict[str
 
 
 def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> FleetRows:
-    """At most 11 queries whatever the number of tenants: summary, calendar days and failures
+    """At most 11 queries whatever the number of tenants: the progress count (progress.py, as
+    `status` and the raw run's metadata count), calendar days and failures
     (grouped by tenant and domain), one per gold table, and load_pace.sql per domain (the pace
     measured on this target's recent loads, monitoring/pace.py, as backfill --dry-run uses)."""
     parameters = _tenant_parameters(tenants, today - dt.timedelta(days=1))
-    summary: dict[TenantKey, dict[str, dict]] = {}
-    for row in query_rows(client, sql.query("report/summary"), parameters):
-        summary.setdefault((row["organization_id"], row["brand_id"]), {})[row["domain"]] = row
+    counts = count_progress(client, tenants, today)
     days: dict[TenantKey, dict[str, dict[str, list[int]]]] = {}
     for row in query_rows(client, sql.query("report/days"), parameters):
         by_domain = days.setdefault((row["organization_id"], row["brand_id"]), {})
@@ -180,7 +180,7 @@ def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> Fle
         }
     domains = sorted({d for t in tenants for d in t.domains})
     pace = {domain: read_pace(client, domain) for domain in domains}
-    return FleetRows(summary, days, failures, gold, pace)
+    return FleetRows(counts, days, failures, gold, pace)
 
 
 def _day_number(day: dt.date) -> int:
@@ -225,31 +225,24 @@ def _domain_summary(
     domain: str,
     cells: str,
     due: int,
-    row: dict | None,
+    count: DomainCount | None,
     pace: Pace | None,
     limit: int,
 ) -> DomainSummary:
-    """Day counts from the calendar's cells (the first `due` are the days due); rows and the
-    first and last loaded day from summary.sql's row."""
-    done = sum(cells.count(state) for state in DONE)
-    loaded = row is not None and bool(row["days_done"])
+    """Day counts from the calendar's cells (the first `due` are the days due); rows, the first
+    and last loaded day and the time left from the domain's progress count (None: the domain's
+    own dates have not begun)."""
     return DomainSummary(
         domain=domain,
         expected_days=due - cells[:due].count(OUTSIDE),
-        done=done,
+        done=sum(cells.count(state) for state in DONE),
         failed=cells.count(FAILED),
         loading=cells.count(LOADING),
         not_exported=cells[:due].count(NOT_EXPORTED),
-        rows=int(row["rows_loaded"]) if row else 0,
-        first_day=row["first_done"] if loaded else None,
-        last_day=row["last_done"] if loaded else None,
-        eta_seconds=time_left(
-            pace,
-            max(0, due - done),
-            int(row["days_done"]) if row else 0,
-            float(row["source_rows"]) if row else 0.0,
-            limit,
-        ),
+        rows=count.rows_loaded if count else 0,
+        first_day=count.first_done if count else None,
+        last_day=count.last_done if count else None,
+        eta_seconds=count.time_left(pace, limit) if count else 0.0,
     )
 
 
@@ -315,7 +308,6 @@ def build_report(
         expected_last,
         failures=failures,
     )
-    summary = rows.summary.get(key, {})
     report.redelivered = [
         (c.domain, c.partition_date, scrub(c.reason)) for c in (changes.changed if changes else [])
     ]
@@ -325,7 +317,14 @@ def build_report(
         cells = _redelivered(cells, report.redelivered, domain, first)
         report.calendar[domain] = cells
         report.domains.append(
-            _domain_summary(domain, cells, due, summary.get(domain), rows.pace.get(domain), limit)
+            _domain_summary(
+                domain,
+                cells,
+                due,
+                rows.counts.get((tenant.key, domain)),
+                rows.pace.get(domain),
+                limit,
+            )
         )
     report.gold_calendar, report.gold = _gold(tenant, rows, report.calendar, first, length)
     report.pace = combined([p for d in tenant.domains if (p := rows.pace.get(d)) is not None])
