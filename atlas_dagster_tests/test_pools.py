@@ -26,6 +26,7 @@ from atlas_dagster.orchestration.pools import (
     holders,
 )
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
+from atlas_dagster_tests.faults_support import Lines
 from testkit.gold_support import materialize_range
 
 
@@ -177,23 +178,13 @@ def test_a_canceled_claim_gives_up_and_frees_its_place() -> None:
         assert info.claimed_slots == [] and info.pending_steps == []
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, text: str) -> None:
-        self.lines.append(text)
-
-    warning = info
-
-
 def test_a_running_run_follows_the_operators_pool_limit_live() -> None:
     """The one limit a run dispatches by: the pool's live limit, lowered by the backpressure. An
     operator's raise widens a run at full width at once; one under pushback keeps its lower
     limit; a stop (0) is reported and left to the claims (bounded waits)."""
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 2)
-        log = _Log()
+        log = Lines()
         limit = InsertLimit.start(instance, 3, lambda width: Backpressure(width, log), log)
         assert (limit.capacity(), limit.live()) == (2, 2)  # the operator's 2, not the setting's 3
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 4)
