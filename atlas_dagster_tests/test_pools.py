@@ -16,6 +16,7 @@ from dagster._core.test_utils import create_run_for_test
 from atlas_dagster.cli.demo_data import GENERATORS, write_day
 from atlas_dagster.core.waits import PoolLimitError
 from atlas_dagster.definitions import build_definitions
+from atlas_dagster.orchestration import insert_limit
 from atlas_dagster.orchestration.backpressure import Backpressure
 from atlas_dagster.orchestration.insert_limit import InsertLimit, live_limit, seed_pool
 from atlas_dagster.orchestration.pools import (
@@ -28,6 +29,7 @@ from atlas_dagster.orchestration.pools import (
 from atlas_dagster.settings import LoadSettings, Settings, SettingsError
 from atlas_dagster_tests.faults_support import Lines
 from testkit.gold_support import materialize_range
+from testkit.insert_timeline import insert_intervals, max_overlap
 
 
 def _limit(instance: DagsterInstance) -> int | None:
@@ -405,3 +407,49 @@ def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_rai
         loaded = instance.fetch_materializations(AssetKey("tbt_raw_events_user"), 10).records
         assert len(loaded) == len(days)
         assert _limit(instance) == 1  # the operator's value, not re-seeded by the run
+
+
+def test_a_raw_run_widens_when_the_operator_raises_the_pool(
+    clickhouse, make_tenant, monkeypatch
+) -> None:
+    """The operator's live knob on a real raw run: started with the pool at 1, the run loads one
+    day at a time; raised to 3 mid-run, it dispatches by the new limit (InsertLimit re-reads the
+    pool from the run's thread) and its next INSERTs overlap. A run that planned its width once,
+    at its start, stays at 1 until it ends."""
+    monkeypatch.setattr(insert_limit, "POOL_READ_SECONDS", 0.2)  # the run notices at once
+    first = dt.date(2026, 11, 1)
+    tenant = make_tenant(("user",), start=first, end=first + dt.timedelta(days=15))
+    days = [first + dt.timedelta(days=i) for i in range(16)]
+    rng = random.Random(11)
+    for day in days:
+        write_day(tenant, "user", day, GENERATORS["user"][0](rng, tenant, day, 20_000))
+    with instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
+        outcome: list[object] = []
+        run = threading.Thread(
+            target=lambda: outcome.append(
+                materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
+            )
+        )
+        run.start()
+        try:
+            deadline = time.monotonic() + SIGNAL_SECONDS
+            key = AssetKey("tbt_raw_events_user")
+            while len(instance.fetch_materializations(key, 100).records) < 4:
+                assert time.monotonic() < deadline, "the run loaded no 4 days"
+                assert run.is_alive(), f"the run ended before the pool was raised: {outcome}"
+                time.sleep(0.05)
+            raised_at = time.time()
+            instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 3)
+        finally:
+            run.join(timeout=SIGNAL_SECONDS * 3)
+        [result] = outcome
+        assert result.success  # type: ignore[attr-defined]
+        [record] = instance.get_run_records()
+        intervals = insert_intervals(instance, [record.dagster_run.run_id])
+        assert _run_log_says(instance, "the operator set pool atlas_insert 1 -> 3")
+    before = [i for i in intervals if i.started_at < raised_at]
+    after = [i for i in intervals if i.started_at > raised_at]
+    assert len(intervals) == len(days) and len(before) >= 4 and len(after) >= 6
+    assert max_overlap(before) == 1  # the operator's 1 held while it was set
+    assert max_overlap(after) >= 2, [(i.partition_key, i.started_at, i.finished_at) for i in after]
