@@ -38,7 +38,7 @@ def test_time_left_at_the_pace_and_the_pools_limit() -> None:
 READ = textwrap.dedent(
     """
     import datetime as dt, sys
-    from atlas_dagster.monitoring.pace import read_pace
+    from atlas_dagster.monitoring.pace import read_pace, read_paces
     from atlas_dagster.resources.clickhouse import ClickHouseResource
     from atlas_dagster.tenants import Tenant
     from atlas_dagster_tests.backfill_log_rows import insert_log_rows, log_entry
@@ -59,6 +59,8 @@ READ = textwrap.dedent(
     insert_log_rows(clickhouse, rows)
     with clickhouse.session() as client:
         print(read_pace(client, "casino"), read_pace(client, "sportsbook"), read_pace(client))
+        paces = read_paces(client, ["casino", "sportsbook"])
+        print(paces == {"casino": read_pace(client, "casino"), "sportsbook": None})
     """
 )
 
@@ -68,4 +70,4 @@ def test_the_pace_is_read_from_the_logs_completed_loads(tmp_path: Path) -> None:
     reader = python(READ, f"chdb://{tmp_path / 'clickhouse'}")
     assert reader.finish(timeout=120) == 0, reader.output
     pace = Pace(1_000.0, 5 / 3, 3)
-    assert reader.output.strip().splitlines()[-1] == f"{pace} None {pace}"
+    assert reader.output.strip().splitlines()[-2:] == [f"{pace} None {pace}", "True"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
 from dagster import MetadataValue
 
 from atlas_dagster.core.days import days_between
-from atlas_dagster.monitoring.pace import combined, read_pace
+from atlas_dagster.monitoring.pace import Pace, combined, read_paces
 from atlas_dagster.monitoring.progress import DomainCount, count_progress, tenant_window
 from atlas_dagster.monitoring.status import tenant_days
 from atlas_dagster.tenants import Tenant
@@ -121,10 +122,16 @@ def rows_chart(progress: list[DomainProgress]) -> str:
 
 
 def progress_metadata(
-    client: Client, tenant: Tenant, today: dt.date | None = None, limit: int | None = None
+    client: Client,
+    tenant: Tenant,
+    today: dt.date | None = None,
+    limit: int | None = None,
+    paces: Mapping[str, Pace | None] | None = None,
 ) -> dict[str, MetadataValue]:
     """The tenant's backfill over its whole window, for a raw asset's materialization, with the
-    time left at the measured pace (pace.time_left), at most `limit` loads at once."""
+    time left at the measured pace (pace.time_left), at most `limit` loads at once. `paces`:
+    each domain's, when the caller has read them already (a run reads them for all its
+    tenants at once)."""
     window = tenant_window(tenant, today)
     if window is None:
         note = f"{tenant.key}: no day of its window ({tenant.start_date} on) has ended yet"
@@ -139,21 +146,24 @@ def progress_metadata(
         "backfill_rows_per_day": MetadataValue.md(rows_chart(progress)),
         "backfill_days_done": MetadataValue.int(sum(c.done for c in counts)),
         "backfill_days_left": MetadataValue.int(sum(c.days_left for c in counts)),
-        "backfill_time_left": MetadataValue.text(_time_left(client, counts, limit)),
+        "backfill_time_left": MetadataValue.text(
+            _time_left(counts, limit, paces or read_paces(client, tenant.domains))
+        ),
     }
 
 
-def _time_left(client: Client, counts: list[DomainCount], limit: int | None) -> str:
+def _time_left(
+    counts: list[DomainCount], limit: int | None, paces: Mapping[str, Pace | None]
+) -> str:
     """Each domain's days left at its own measured pace, summed (as `status` and the client
     report count them)."""
     if limit == 0:
         return "unknown while the pool atlas_insert is stopped (set to 0)"
-    paces = {c.domain: read_pace(client, c.domain) for c in counts}
-    seconds = [c.time_left(paces[c.domain], limit) for c in counts]
+    seconds = [c.time_left(paces.get(c.domain), limit) for c in counts]
     if any(s is None for s in seconds):
         return "unknown until each domain has loaded a day"
     total = sum(s for s in seconds if s is not None)
-    measured = combined([p for p in paces.values() if p is not None])
+    measured = combined([p for c in counts if (p := paces.get(c.domain)) is not None])
     if measured is None:  # nothing left in any domain
         return f"{total / 60:.1f} min"
     at_once = min(measured.parallel, limit or measured.parallel)

@@ -11,7 +11,7 @@ from dagster import DagsterInstance
 
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
-from atlas_dagster.monitoring.pace import Pace, read_pace
+from atlas_dagster.monitoring.pace import read_paces
 from atlas_dagster.monitoring.progress import count_progress, tenant_window
 from atlas_dagster.monitoring.stale_loads import find_stale, running_loads
 from atlas_dagster.resources.connection import query_rows
@@ -68,13 +68,11 @@ def with_time_left(
         if (t := by_key.get((str(row["organization_id"]), str(row["brand_id"])))) is not None
     }
     counts = count_progress(client, involved.values())
-    paces: dict[str, Pace | None] = {}
+    paces = read_paces(client, {str(row["domain"]) for row in progress})
     for row in progress:
         domain = str(row["domain"])
         tenant = by_key.get((str(row["organization_id"]), str(row["brand_id"])))
         count = counts.get((tenant.key, domain)) if tenant is not None else None
-        if domain not in paces:
-            paces[domain] = read_pace(client, domain)
         seconds = count.time_left(paces[domain], limit) if count is not None else None
         row |= {
             "days_left": count.days_left if count is not None else None,

@@ -52,7 +52,7 @@ from atlas_dagster.loading.day_load import (
 )
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
-from atlas_dagster.monitoring.pace import read_pace, time_left
+from atlas_dagster.monitoring.pace import Pace, read_pace, read_paces, time_left
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
@@ -114,6 +114,10 @@ class RawRun:
         self._settled = 0
         self._loaded = (0, 0)
         self._time_left_at: float | None = None
+        # Each domain's measured pace, shared by the progress of every tenant of the run: read
+        # at most every PROGRESS_EVERY_SECONDS (a fleet run's tenants each report about a day
+        # apart). (monotonic seconds read, paces)
+        self._paces: tuple[float, dict[str, Pace | None]] | None = None
         # The run's slots of the INSERT pool, set while its loads run.
         self._slots: InsertSlots | None = None
         # The days' "INSERT started" and "rows from" lines, a few days to a line.
@@ -420,7 +424,9 @@ class RawRun:
         tenant = result.work.tenant
         if force or self._progress_due(tenant):
             with self.clickhouse.session() as client:
-                result.progress = progress_metadata(client, tenant, limit=self._live_limit())
+                result.progress = progress_metadata(
+                    client, tenant, limit=self._live_limit(), paces=self._read_paces(client)
+                )
 
     def _publish_time_left(self, client: Client | None, force: bool = False) -> None:
         """The run's days left and their time (pace.time_left, as every progress figure) as the
@@ -438,6 +444,14 @@ class RawRun:
         when = "unknown yet" if seconds is None else f"about {seconds / 60:.1f} min"
         text = f"{left} of {self._run_days} tenant-day(s) left, {when} at the measured pace"
         self.context.instance.add_run_tags(self.run_id, {TIME_LEFT_TAG: text})
+
+    def _read_paces(self, client: Client) -> dict[str, Pace | None]:
+        """The run's domains' paces, read again when PROGRESS_EVERY_SECONDS old (any thread: a
+        race reads them twice, nothing worse)."""
+        now, seen = time.monotonic(), self._paces
+        if seen is None or now - seen[0] >= PROGRESS_EVERY_SECONDS:
+            seen = self._paces = (now, read_paces(client, [d.name for d in DOMAINS.values()]))
+        return seen[1]
 
     def _live_limit(self) -> int:
         """The pool's limit as the run last read it: the most loads a time left counts at once."""
@@ -514,7 +528,10 @@ class RawRun:
             if self._progress_due(work.tenant):
                 with prepared.timer.phase("progress_metadata"):
                     result.progress = progress_metadata(
-                        client, work.tenant, limit=self._live_limit()
+                        client,
+                        work.tenant,
+                        limit=self._live_limit(),
+                        paces=self._read_paces(client),
                     )
 
         slot_key = f"{RAW_STEP}[{work.domain.name}|{work.partition_key}]"

@@ -11,7 +11,7 @@ from clickhouse_connect.driver.client import Client
 from atlas_dagster import sql
 from atlas_dagster.checks.changes import ChangeScan, scan_tenant
 from atlas_dagster.gold.tables import GOLD_TABLES, GoldTable, identifier
-from atlas_dagster.monitoring.pace import Pace, combined, read_pace
+from atlas_dagster.monitoring.pace import Pace, combined, read_paces
 from atlas_dagster.monitoring.progress import DomainCount, count_progress
 from atlas_dagster.reporting.advice import ClientFailure, Scrubber, client_failures
 from atlas_dagster.resources.clickhouse import ClickHouseResource
@@ -157,10 +157,10 @@ def _tenant_parameters(tenants: Sequence[Tenant], last_day: dt.date) -> dict[str
 
 
 def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> FleetRows:
-    """At most 11 queries whatever the number of tenants: the progress count (progress.py, as
-    `status` and the raw run's metadata count), calendar days and failures
-    (grouped by tenant and domain), one per gold table, and load_pace.sql per domain (the pace
-    measured on this target's recent loads, monitoring/pace.py, as backfill --dry-run uses)."""
+    """At most 8 queries whatever the number of tenants: the progress count (progress.py, as
+    `status` and the raw run's metadata count), calendar days and failures (grouped by tenant
+    and domain), one per gold table, and each domain's pace measured on this target's recent
+    loads (pace.read_paces, as `status` and the raw run read it)."""
     parameters = _tenant_parameters(tenants, today - dt.timedelta(days=1))
     counts = count_progress(client, tenants, today)
     days: dict[TenantKey, dict[str, dict[str, list[int]]]] = {}
@@ -179,7 +179,7 @@ def read_fleet(client: Client, tenants: Sequence[Tenant], today: dt.date) -> Fle
             for row in query_rows(client, text, parameters)
         }
     domains = sorted({d for t in tenants for d in t.domains})
-    pace = {domain: read_pace(client, domain) for domain in domains}
+    pace = read_paces(client, domains)
     return FleetRows(counts, days, failures, gold, pace)
 
 
