@@ -77,7 +77,7 @@ test: install system-deps
 	$(BIN)/python scripts/check-imports
 	$(PYTEST) $(NO_TESTS_IS_FAILURE)
 
-# The fast tier (pytest -m "not slow"): no browser, PostgreSQL or dagster dev (135 tests, ~1.5 min).
+# The fast tier (pytest -m "not slow"): no browser, PostgreSQL or dagster dev (146 tests, ~2 min).
 test-fast: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
