@@ -12,8 +12,8 @@ SELECT
             status) AS state,
     groupArray(toUInt16(partition_date)) AS days
 FROM atlas.backfill_log FINAL
-WHERE has({organization_ids:Array(String)}, organization_id)
-  AND has(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)}),
-          (organization_id, brand_id))
+WHERE organization_id IN {organization_ids:Array(String)}
+  AND (organization_id, brand_id) IN (
+      SELECT arrayJoin(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)})))
   AND partition_date <= {last_day:Date}
 GROUP BY organization_id, brand_id, domain, state

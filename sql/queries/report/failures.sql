@@ -10,9 +10,9 @@ SELECT
     updated_at
 FROM atlas.backfill_log FINAL
 WHERE status = 'failed'
-  AND has({organization_ids:Array(String)}, organization_id)
-  AND has(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)}),
-          (organization_id, brand_id))
+  AND organization_id IN {organization_ids:Array(String)}
+  AND (organization_id, brand_id) IN (
+      SELECT arrayJoin(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)})))
   AND partition_date <= {last_day:Date}
 ORDER BY organization_id, brand_id, partition_date DESC, domain
 LIMIT {per_tenant:UInt32} BY organization_id, brand_id

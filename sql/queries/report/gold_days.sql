@@ -5,7 +5,7 @@ SELECT
     brand_id,
     groupUniqArray(toUInt16(day)) AS days
 FROM atlas.$gold_table
-WHERE has({organization_ids:Array(String)}, organization_id)
-  AND has(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)}),
-          (organization_id, brand_id))
+WHERE organization_id IN {organization_ids:Array(String)}
+  AND (organization_id, brand_id) IN (
+      SELECT arrayJoin(arrayZip({organization_ids:Array(String)}, {brand_ids:Array(String)})))
 GROUP BY organization_id, brand_id

@@ -25,6 +25,6 @@ WHERE (organization_id, brand_id, domain, partition_date) NOT IN (
     FROM atlas.backfill_log FINAL
     WHERE status = 'completed'
       AND partition_date >= arrayMin({first_days:Array(Date)})
-      AND has({organization_ids:Array(String)}, organization_id)
+      AND organization_id IN {organization_ids:Array(String)}
 )
 ORDER BY organization_id, brand_id, domain, partition_date
