@@ -370,6 +370,21 @@ def _run_log_says(instance: DagsterInstance, text: str) -> bool:
     )
 
 
+def _raw_run_in_thread(
+    clickhouse, tenant, instance: DagsterInstance, days: list[dt.date]
+) -> tuple[threading.Thread, list[object]]:
+    """One ranged raw run of the tenant's user days, started in a thread; its result lands in
+    the list once it ends."""
+    outcome: list[object] = []
+    run = threading.Thread(
+        target=lambda: outcome.append(
+            materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
+        )
+    )
+    run.start()
+    return run, outcome
+
+
 def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_raised(
     clickhouse, make_tenant
 ) -> None:
@@ -381,13 +396,7 @@ def test_a_raw_run_starts_no_insert_while_the_pool_is_stopped_and_loads_once_rai
         write_day(tenant, "user", day, GENERATORS["user"][0](random.Random(7), tenant, day, 30))
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 0)
-        outcome: list[object] = []
-        run = threading.Thread(
-            target=lambda: outcome.append(
-                materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
-            )
-        )
-        run.start()
+        run, outcome = _raw_run_in_thread(clickhouse, tenant, instance, days)
         try:
             deadline = time.monotonic() + SIGNAL_SECONDS
             while not (_run_log_says(instance, "INSERTs are stopped") and _pending(instance)):
@@ -425,13 +434,7 @@ def test_a_raw_run_widens_when_the_operator_raises_the_pool(
         write_day(tenant, "user", day, GENERATORS["user"][0](rng, tenant, day, 20_000))
     with instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(INSERT_POOL, 1)
-        outcome: list[object] = []
-        run = threading.Thread(
-            target=lambda: outcome.append(
-                materialize_range(clickhouse, tenant, ["user"], instance, days[0], days[-1])
-            )
-        )
-        run.start()
+        run, outcome = _raw_run_in_thread(clickhouse, tenant, instance, days)
         try:
             deadline = time.monotonic() + SIGNAL_SECONDS
             key = AssetKey("tbt_raw_events_user")

@@ -52,7 +52,7 @@ from atlas_dagster.loading.day_load import (
 )
 from atlas_dagster.loading.faults import classify
 from atlas_dagster.loading.retry import RetryPolicy, resolve_uncertain
-from atlas_dagster.monitoring.pace import Pace, read_pace, read_paces, time_left
+from atlas_dagster.monitoring.pace import Pace, combined, read_paces, time_left
 from atlas_dagster.monitoring.progress_metadata import progress_metadata
 from atlas_dagster.monitoring.run_log import DayLines
 from atlas_dagster.orchestration.backpressure import Backpressure, PauseWatch, pause_keys, probe
@@ -439,7 +439,8 @@ class RawRun:
         self._time_left_at = now
         left = self._run_days - self._settled
         days, rows = self._loaded
-        pace = read_pace(client) if left and client is not None else None
+        paces = self._read_paces(client).values() if left and client is not None else ()
+        pace = combined([p for p in paces if p is not None])
         seconds = time_left(pace, left, days, rows, self._live_limit())
         when = "unknown yet" if seconds is None else f"about {seconds / 60:.1f} min"
         text = f"{left} of {self._run_days} tenant-day(s) left, {when} at the measured pace"
